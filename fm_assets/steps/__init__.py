@@ -1,0 +1,1 @@
+"""Pure record-level processing steps (no Dagster imports): one job per module."""
