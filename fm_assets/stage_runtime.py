@@ -52,6 +52,7 @@ class StageInput:
     prefix: str
     data_version: str
     parts: tuple[str, ...]  # relative paths of part files, in unit order
+    artifacts: dict[str, Any] = field(default_factory=dict)  # what the upstream stage's complete() described
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,7 @@ class UnitResult:
 
     records_in: int = 0
     extra: dict[str, Any] = field(default_factory=dict)  # bytes, tokens, pii counts, ...
+    records_out: int | None = None  # when output rows are not records (pack: documents in, rows out)
 
 
 class UnitWriter:
@@ -257,10 +259,11 @@ class StageRun:
             result = process(self, unit, writer)
             files = writer.close()
             hashes = {path.name: sha256_file(path) for path in files}
-            if result.records_in != writer.records_out + writer.records_rejected:
+            records_out = writer.records_out if result.records_out is None else result.records_out
+            if result.records_in != records_out + writer.records_rejected:
                 raise StageContractError(
                     f"{self.stage}[{self.batch}] unit {unit.unit_id}: records_in={result.records_in} != "
-                    f"records_out={writer.records_out} + records_rejected={writer.records_rejected}"
+                    f"records_out={records_out} + records_rejected={writer.records_rejected}"
                 )
             marker = {
                 "unit": unit.unit_id,
@@ -268,7 +271,8 @@ class StageRun:
                 "files": hashes,
                 "parts": [path.name for path in writer.part_files],
                 "records_in": result.records_in,
-                "records_out": writer.records_out,
+                "records_out": records_out,
+                "rows_written": writer.records_out,
                 "records_rejected": writer.records_rejected,
                 "rejects_by_reason": dict(sorted(writer.rejects_by_reason.items())),
                 "extra": result.extra,
@@ -303,7 +307,7 @@ class StageRun:
         reasons: Counter[str] = Counter()
         extra_totals: Counter[str] = Counter()
         for marker in ordered:
-            for name in ("records_in", "records_out", "records_rejected", "bytes_out"):
+            for name in ("records_in", "records_out", "records_rejected", "rows_written", "bytes_out"):
                 totals[name] += marker[name]
             reasons.update(marker["rejects_by_reason"])
             for name, value in marker["extra"].items():
@@ -341,14 +345,19 @@ class StageRun:
 
     # -- reading inputs ---------------------------------------------------------------------------
     def iter_batches(self, rel: str, columns: list[str] | None = None, batch_size: int = 2048) -> Iterator[pa.RecordBatch]:
-        """Stream a Parquet file from the store in bounded record batches."""
-        with self.store.open(rel) as handle:
-            parquet = pq.ParquetFile(handle)
-            yield from parquet.iter_batches(batch_size=batch_size, columns=columns)
+        return iter_parquet_batches(self.store, rel, columns, batch_size)
 
     def iter_rows(self, rel: str, columns: list[str] | None = None) -> Iterator[dict[str, Any]]:
         for record_batch in self.iter_batches(rel, columns):
             yield from record_batch.to_pylist()
+
+
+def iter_parquet_batches(
+    store: ObjectStore, rel: str, columns: list[str] | None = None, batch_size: int = 2048
+) -> Iterator[pa.RecordBatch]:
+    """Stream a Parquet file from the store in bounded record batches."""
+    with store.open(rel) as handle:
+        yield from pq.ParquetFile(handle).iter_batches(batch_size=batch_size, columns=columns)
 
 
 def units_from_parts(stage_input: StageInput) -> list[WorkUnit]:

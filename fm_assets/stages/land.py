@@ -1,0 +1,98 @@
+"""land: copy raw files into the content-addressed store and parse them into document records.
+
+One work unit per landed file. The raw bytes go to ``cas/<h[:2]>/<h>`` (write-once); a file whose
+bytes are already there (from this or an earlier batch) is recorded as an exact duplicate at ingest.
+Unparseable input (invalid UTF-8, truncated archives, malformed JSON, ...) is quarantined here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fm_assets.landing import read_batch_manifest
+from fm_assets.stage import Stage, StageContext
+from fm_assets.stage_runtime import StageRun, UnitResult, UnitWriter, WorkUnit
+from fm_assets.steps.readers import RawReject, iter_raw_records
+from fm_assets.steps.records import make_doc_id, reject_row
+
+
+def cas_rel(sha256: str) -> str:
+    return f"cas/{sha256[:2]}/{sha256}"
+
+
+class LandStage(Stage):
+    name = "land"
+    code_version = "land-v1"
+    upstream = None
+    description = "Raw files -> content-addressed store -> parsed document records (bad input quarantined)."
+
+    def config(self, ctx: StageContext) -> dict[str, Any]:
+        return {"rows_per_part": ctx.settings.land_rows_per_part}
+
+    def rows_per_file(self, ctx: StageContext) -> int | None:
+        return ctx.settings.land_rows_per_part
+
+    def extra_inputs(self, ctx: StageContext) -> dict[str, str]:
+        manifest = read_batch_manifest(ctx.store, ctx.batch)
+        ctx.state["manifest"] = manifest
+        return {"landing": manifest.data_version}
+
+    def plan(self, ctx: StageContext) -> list[WorkUnit]:
+        manifest = ctx.state["manifest"]
+        return [
+            WorkUnit(f"f{index:05d}", (f"landing/{ctx.batch}/files/{entry['path']}",))
+            for index, entry in enumerate(sorted(manifest.files, key=lambda f: f["path"]))
+        ]
+
+    def process(self, ctx: StageContext, run: StageRun, unit: WorkUnit, writer: UnitWriter) -> UnitResult:
+        manifest = ctx.state["manifest"]
+        raw_rel = unit.inputs[0]
+        rel_in_batch = raw_rel.split("/files/", 1)[1]
+        entry = next(f for f in manifest.files if f["path"] == rel_in_batch)
+        sha = entry["sha256"]
+        already_in_cas = ctx.store.exists(cas_rel(sha))
+        if not already_in_cas:
+            with ctx.store.local_copy(raw_rel) as local:
+                ctx.store.put_file(local, cas_rel(sha))
+        records_in = 0
+        with ctx.store.local_copy(raw_rel) as local:
+            for item in iter_raw_records(local):
+                records_in += 1
+                if isinstance(item, RawReject):
+                    writer.reject(
+                        reject_row(
+                            None,
+                            batch=ctx.batch,
+                            stage=self.name,
+                            reason=item.reason,
+                            details={**item.details, "file": rel_in_batch},
+                            cas_hash=sha,
+                            record_index=item.record_index,
+                            text=item.raw_prefix,
+                        )
+                    )
+                    continue
+                writer.write(
+                    {
+                        "doc_id": make_doc_id(sha, item.record_index),
+                        "batch": ctx.batch,
+                        "source": manifest.source,
+                        "license": manifest.license,
+                        "namespace": manifest.namespace,
+                        "cas_hash": sha,
+                        "record_index": item.record_index,
+                        "url": item.url or f"cas://{sha}#{item.record_index}",
+                        "text": item.text or "",
+                        "lang": None,
+                        "lang_score": None,
+                        "quality_score": None,
+                        "pii_flags": None,
+                    }
+                )
+        return UnitResult(
+            records_in=records_in,
+            extra={"bytes_in": entry["bytes"], "cas_duplicate_files": int(already_in_cas), "files": 1},
+        )
+
+
+STAGE = LandStage()

@@ -1,0 +1,34 @@
+"""pii_preflag: flag PII kinds per record (kept, not removed) and quarantine the quarantine namespace."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fm_assets.stage import StageContext
+from fm_assets.stages.record_stage import RecordStage, Rejection
+from fm_assets.steps.pii import find_pii
+
+
+class PiiPreflagStage(RecordStage):
+    name = "pii_preflag"
+    code_version = "pii-v1"
+    upstream = "validate"
+    description = "PII pre-flag (emails, phones, IPs, cards, IBANs, SSNs) and namespace quarantine."
+
+    def config(self, ctx: StageContext) -> dict[str, Any]:
+        return {"quarantine_namespace_rejected": ctx.settings.quarantine_namespace_rejected}
+
+    def transform(self, ctx: StageContext, record: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+        if ctx.settings.quarantine_namespace_rejected and record["namespace"] == "quarantine":
+            raise Rejection("namespace_quarantine", {"namespace": record["namespace"]})
+        found = {kind: count for kind, count in find_pii(record["text"]).items() if count}
+        if found:
+            extra["pii_docs"] = extra.get("pii_docs", 0) + 1
+            for kind, count in found.items():
+                extra[f"pii_{kind}"] = extra.get(f"pii_{kind}", 0) + count
+        extra["pii_checked_docs"] = extra.get("pii_checked_docs", 0) + 1
+        return {**record, "pii_flags": json.dumps(sorted(found)) if found else None}
+
+
+STAGE = PiiPreflagStage()

@@ -1,0 +1,108 @@
+"""shard: packed rows -> WebDataset shards through ``fm_loader``'s writer, plus the partition manifest.
+
+Shards are byte-for-byte reproducible (the writer fixes member order and mtimes); this stage's output
+table maps every packed row to its shard and position, and ``manifest.json`` lists the shards with
+their sha256, row and token counts, tokenizer hash and producing code version.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from fm_assets.stage import Stage, StageContext
+from fm_assets.stage_runtime import StageRun, UnitResult, UnitWriter, WorkUnit, units_from_parts
+from fm_assets.steps.token_records import SHARD_ROWS_SCHEMA, flat_tokens
+from fm_loader.format import PackedRow, encode_shard
+from fm_loader.manifest import DatasetManifest, ShardEntry
+
+MANIFEST = "manifest.json"
+
+
+class ShardStage(Stage):
+    name = "shard"
+    code_version = "shard-v1"
+    upstream = "pack"
+    description = "WebDataset shards (fm_loader format) and the partition's dataset manifest."
+    output_schema = SHARD_ROWS_SCHEMA
+
+    def config(self, ctx: StageContext) -> dict[str, Any]:
+        return {"rows_per_shard": ctx.settings.rows_per_shard}
+
+    def plan(self, ctx: StageContext) -> list[WorkUnit]:
+        assert ctx.upstream is not None
+        return units_from_parts(ctx.upstream)
+
+    def process(self, ctx: StageContext, run: StageRun, unit: WorkUnit, writer: UnitWriter) -> UnitResult:
+        assert ctx.upstream is not None
+        seq_len = ctx.upstream.artifacts["seq_len"]
+        vocab_size = ctx.upstream.artifacts["vocab_size"]
+        with ctx.store.open(unit.inputs[0]) as handle:
+            table = pq.read_table(handle)
+        values, offsets = flat_tokens(table["tokens"])
+        row_ids = table["row_id"].to_pylist()
+        doc_lens = table["doc_lens"].to_pylist()
+        doc_ids = table["doc_ids"].to_pylist()
+        per_shard = ctx.settings.rows_per_shard
+        shards: list[dict[str, Any]] = []
+        for shard_no, first in enumerate(range(0, len(row_ids), per_shard)):
+            name = f"shard-{unit.unit_id}-{shard_no:04d}"
+            rows = range(first, min(first + per_shard, len(row_ids)))
+            packed = (
+                PackedRow(tokens=values[offsets[r] : offsets[r + 1]], doc_lens=doc_lens[r], doc_ids=doc_ids[r]) for r in rows
+            )
+            encoded = encode_shard(packed, name, seq_len, vocab_size)
+            for file_name, data in sorted(encoded.files.items()):
+                ctx.store.write_bytes(run.rel(file_name), data)
+            shards.append(asdict(ShardEntry.from_info(encoded.info)))
+            writer.write_table(
+                pa.table(
+                    {
+                        "row_id": [row_ids[r] for r in rows],
+                        "shard": [encoded.info.tar_name] * len(rows),
+                        "row_in_shard": list(range(len(rows))),
+                        "n_tokens": np.diff(offsets)[first : first + len(rows)].astype(np.int32),
+                        "doc_ids": [doc_ids[r] for r in rows],
+                    },
+                    schema=SHARD_ROWS_SCHEMA,
+                )
+            )
+        return UnitResult(
+            records_in=len(row_ids),
+            extra={"shards": len(shards), "tokens": int(offsets[-1]) if len(offsets) else 0, "shard_entries": shards},
+        )
+
+    def complete(self, ctx: StageContext, run: StageRun, markers: list[dict[str, Any]]) -> dict[str, Any]:
+        from fm_assets.pipeline import pipeline_code_version
+
+        assert ctx.upstream is not None
+        artifacts = ctx.upstream.artifacts
+        entries = [ShardEntry(**entry) for m in markers for entry in m["extra"]["shard_entries"]]
+        manifest = DatasetManifest(
+            name=f"{ctx.settings.dataset_name}/{ctx.batch}",
+            version=run.key,
+            seq_len=artifacts["seq_len"],
+            vocab_size=artifacts["vocab_size"],
+            tokenizer_hash=artifacts["tokenizer_sha256"],
+            code_version=pipeline_code_version(),
+            shards=entries,
+            extra={"batch": ctx.batch, "packing_efficiency": artifacts.get("packing_efficiency")},
+        )
+        ctx.store.write_bytes(run.rel(MANIFEST), manifest.to_json().encode())
+        return {
+            "manifest": run.rel(MANIFEST),
+            "shards": len(entries),
+            "rows": manifest.rows,
+            "tokens": manifest.tokens,
+            "tokenizer_sha256": artifacts["tokenizer_sha256"],
+            "vocab_size": artifacts["vocab_size"],
+            "seq_len": artifacts["seq_len"],
+            "packing_efficiency": artifacts.get("packing_efficiency"),
+        }
+
+
+STAGE = ShardStage()
