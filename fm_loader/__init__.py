@@ -1,0 +1,50 @@
+"""fm_loader: the trainer-side half of the FM data platform - shard format (write + read) and loader.
+
+No Dagster, Spark or pipeline imports: a training job needs only this package, numpy, torch, xxhash
+(and fsspec for remote shards, zstandard for MDS).
+
+Writing shards (what the pipeline's shard stage calls)::
+
+    from fm_loader.format import PackedRow, encode_shard
+    from fm_loader.manifest import DatasetManifest, ShardEntry
+    enc = encode_shard(rows, shard_name="shard-000000", seq_len=2048, vocab_size=50257)
+    for name, data in enc.files.items(): ...            # write atomically next to each other
+    manifest = DatasetManifest(name="web", version="v1", seq_len=2048, vocab_size=50257,
+                               tokenizer_hash="...", code_version="...",
+                               shards=[ShardEntry.from_info(enc.info)])
+    manifest.save("datasets/web/v1/manifest.json")
+
+Training::
+
+    loader = fm_loader.Loader("datasets/web/v1/manifest.json", global_batch_size=512, rank=r, world_size=W,
+                              seed=0, expected_tokenizer_hash="...")
+    for batch in loader: ...                             # fixed-shape dict of tensors (see fm_loader.batching)
+    state = loader.state_dict()                          # {format, fingerprint, seed, epoch, rows_consumed}
+    loader2 = fm_loader.Loader(..., rank=r2, world_size=W2); loader2.load_state_dict(state)
+
+Modules: ``format`` (tar + row index), ``manifest``, ``storage`` (URIs, remote cache), ``order`` (shuffle and
+interleave math), ``stream`` (global stream), ``mixture`` (YAML mixtures), ``sources`` (shard readers),
+``mds`` (MosaicML MDS sources), ``batching`` (fixed-shape batch), ``loader``, ``rows`` (``read_rows``).
+"""
+
+from fm_loader.batching import IGNORE_INDEX, SOURCE_SHIFT
+from fm_loader.format import EncodedShard, PackedRow, ShardInfo, encode_shard
+from fm_loader.loader import Loader, PinningError
+from fm_loader.manifest import DatasetManifest, ShardEntry
+from fm_loader.rows import read_rows
+from fm_loader.sources import CorruptRowError
+
+__all__ = [
+    "IGNORE_INDEX",
+    "SOURCE_SHIFT",
+    "CorruptRowError",
+    "DatasetManifest",
+    "EncodedShard",
+    "Loader",
+    "PackedRow",
+    "PinningError",
+    "ShardEntry",
+    "ShardInfo",
+    "encode_shard",
+    "read_rows",
+]

@@ -1,0 +1,268 @@
+"""The shard format: WebDataset ``.tar`` files of packed rows plus a per-shard row index.
+
+A shard ``<name>.tar`` holds, for row ``r`` (key ``%08d``), three members in this order:
+
+* ``<key>.doclens`` - document lengths of the row, little-endian int32;
+* ``<key>.json``    - ``{"doc_ids": [...], "n_tokens": n, "dtype": "uint16", "checksum": "<xxh3-64 hex>"}``;
+* ``<key>.tokens``  - the row's tokens, little-endian uint16 (vocab < 65536) or uint32.
+
+Headers are POSIX ustar with mtime 0, uid/gid 0, empty owner names and mode 0644, so identical rows give
+identical bytes. ``webdataset`` and Megatron-Energon read the tar as it is.
+
+``<name>.idx`` is the row index that gives O(1) random access without parsing the tar: a fixed header,
+one fixed-size record per row (byte offset and length of the tokens payload, the row's document lengths
+as a slice of a shared int32 array, the xxh3-64 checksum of the tokens bytes and of the doclens bytes),
+the doclens array, and an xxh3-64 footer over everything before it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import struct
+import tarfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import xxhash
+
+FORMAT_VERSION = 1
+INDEX_MAGIC = b"FMROWIX1"
+_INDEX_HEADER = struct.Struct("<8sIIIIQQ")  # magic, version, token itemsize, seq_len, reserved, vocab, rows
+INDEX_RECORD_DTYPE = np.dtype(
+    [
+        ("tokens_offset", "<u8"),  # byte offset of the tokens payload inside the tar
+        ("n_tokens", "<u4"),
+        ("n_docs", "<u4"),
+        ("doc_start", "<u8"),  # first entry of this row in the index's doclens array
+        ("meta_offset", "<u8"),  # byte offset of the row's .json payload inside the tar
+        ("meta_size", "<u4"),
+        ("reserved", "<u4"),
+        ("tokens_checksum", "<u8"),
+        ("doclens_checksum", "<u8"),
+    ]
+)
+_BLOCK = 512
+
+
+def token_dtype_for(vocab_size: int) -> np.dtype:
+    """uint16 when every id fits in 16 bits, else uint32."""
+    return np.dtype("<u2") if vocab_size < 65536 else np.dtype("<u4")
+
+
+def row_checksum(data: bytes | memoryview) -> int:
+    """The per-row checksum stored in the index (xxh3-64 of the raw bytes)."""
+    return xxhash.xxh3_64_intdigest(data)
+
+
+def schema_fingerprint(vocab_size: int) -> str:
+    """Identifies the row layout (members, dtypes, index layout) for a given vocabulary size."""
+    desc = {
+        "format_version": FORMAT_VERSION,
+        "members": ["doclens:<i4", "json", f"tokens:{token_dtype_for(vocab_size).str}"],
+        "index": INDEX_RECORD_DTYPE.descr,
+        "checksum": "xxh3_64",
+    }
+    return hashlib.sha256(json.dumps(desc, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass
+class PackedRow:
+    """One context window: tokens of whole (or split) documents and where each document ends."""
+
+    tokens: np.ndarray
+    doc_lens: Sequence[int]
+    doc_ids: Sequence[str] = field(default_factory=list)
+
+    def validate(self, seq_len: int, vocab_size: int) -> None:
+        n = len(self.tokens)
+        if n > seq_len:
+            raise ValueError(f"row has {n} tokens, more than seq_len={seq_len}")
+        if int(sum(self.doc_lens)) != n or any(d <= 0 for d in self.doc_lens):
+            raise ValueError(f"doc_lens {list(self.doc_lens)} must be positive and sum to {n} tokens")
+        if self.doc_ids and len(self.doc_ids) != len(self.doc_lens):
+            raise ValueError("doc_ids must have one entry per document segment")
+        if n and (int(np.min(self.tokens)) < 0 or int(np.max(self.tokens)) >= vocab_size):
+            raise ValueError(f"token ids must lie in [0, {vocab_size})")
+
+
+@dataclass(frozen=True)
+class ShardInfo:
+    """What the pipeline records about one encoded shard."""
+
+    name: str
+    tar_name: str
+    index_name: str
+    sha256: str
+    index_sha256: str
+    rows: int
+    tokens: int
+    bytes: int
+    max_docs_per_row: int
+    seq_len: int
+    vocab_size: int
+
+
+@dataclass(frozen=True)
+class EncodedShard:
+    """File name -> bytes for one shard, and its summary."""
+
+    files: dict[str, bytes]
+    info: ShardInfo
+
+
+def _tar_header(name: str, size: int) -> bytes:
+    info = tarfile.TarInfo(name)
+    info.size = size
+    info.mtime = 0
+    info.mode = 0o644
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    info.type = tarfile.REGTYPE
+    return info.tobuf(tarfile.USTAR_FORMAT, "utf-8", "strict")
+
+
+def _pad(n: int) -> int:
+    return (-n) % _BLOCK
+
+
+def encode_shard(rows: Iterable[PackedRow], shard_name: str, seq_len: int, vocab_size: int) -> EncodedShard:
+    """Encode rows into ``<shard_name>.tar`` and ``<shard_name>.idx``; identical input gives identical bytes."""
+    dtype = token_dtype_for(vocab_size)
+    tar = io.BytesIO()
+    records: list[tuple[int, ...]] = []
+    all_doclens: list[np.ndarray] = []
+    doc_cursor = 0
+    total_tokens = 0
+    max_docs = 0
+
+    def add_member(name: str, payload: bytes) -> int:
+        tar.write(_tar_header(name, len(payload)))
+        offset = tar.tell()
+        tar.write(payload)
+        tar.write(b"\0" * _pad(len(payload)))
+        return offset
+
+    for index, row in enumerate(rows):
+        row.validate(seq_len, vocab_size)
+        key = f"{index:08d}"
+        tokens = np.ascontiguousarray(row.tokens, dtype=dtype).tobytes()
+        doclens_arr = np.asarray(row.doc_lens, dtype="<i4")
+        doclens = doclens_arr.tobytes()
+        tokens_checksum = row_checksum(tokens)
+        meta = {
+            "checksum": f"{tokens_checksum:016x}",
+            "doc_ids": list(row.doc_ids),
+            "dtype": dtype.name,
+            "n_tokens": len(row.tokens),
+        }
+        add_member(f"{key}.doclens", doclens)
+        meta_bytes = json.dumps(meta, sort_keys=True, separators=(",", ":")).encode()
+        meta_offset = add_member(f"{key}.json", meta_bytes)
+        tokens_offset = add_member(f"{key}.tokens", tokens)
+        n_docs = len(doclens_arr)
+        records.append(
+            (
+                tokens_offset,
+                len(row.tokens),
+                n_docs,
+                doc_cursor,
+                meta_offset,
+                len(meta_bytes),
+                0,
+                tokens_checksum,
+                row_checksum(doclens),
+            )
+        )
+        all_doclens.append(doclens_arr)
+        doc_cursor += n_docs
+        total_tokens += len(row.tokens)
+        max_docs = max(max_docs, n_docs)
+    tar.write(b"\0" * (2 * _BLOCK))
+    tar_bytes = tar.getvalue()
+
+    index_bytes = encode_index(
+        np.array(records, dtype=INDEX_RECORD_DTYPE),
+        np.concatenate(all_doclens) if all_doclens else np.zeros(0, "<i4"),
+        itemsize=dtype.itemsize,
+        seq_len=seq_len,
+        vocab_size=vocab_size,
+    )
+    tar_name, index_name = f"{shard_name}.tar", f"{shard_name}.idx"
+    info = ShardInfo(
+        name=shard_name,
+        tar_name=tar_name,
+        index_name=index_name,
+        sha256=hashlib.sha256(tar_bytes).hexdigest(),
+        index_sha256=hashlib.sha256(index_bytes).hexdigest(),
+        rows=len(records),
+        tokens=total_tokens,
+        bytes=len(tar_bytes),
+        max_docs_per_row=max_docs,
+        seq_len=seq_len,
+        vocab_size=vocab_size,
+    )
+    return EncodedShard(files={tar_name: tar_bytes, index_name: index_bytes}, info=info)
+
+
+def encode_index(
+    records: np.ndarray, doclens: np.ndarray, *, itemsize: int, seq_len: int, vocab_size: int
+) -> bytes:
+    header = _INDEX_HEADER.pack(INDEX_MAGIC, FORMAT_VERSION, itemsize, seq_len, 0, vocab_size, len(records))
+    body = header + records.astype(INDEX_RECORD_DTYPE).tobytes() + doclens.astype("<i4").tobytes()
+    return body + struct.pack("<Q", xxhash.xxh3_64_intdigest(body))
+
+
+@dataclass(frozen=True)
+class RowIndex:
+    """A decoded ``.idx`` file."""
+
+    records: np.ndarray
+    doclens: np.ndarray
+    token_itemsize: int
+    seq_len: int
+    vocab_size: int
+
+    @property
+    def rows(self) -> int:
+        return len(self.records)
+
+
+class CorruptIndexError(ValueError):
+    """The index file does not match its own footer checksum or layout."""
+
+
+def decode_index(data: bytes | memoryview, source: str = "<index>") -> RowIndex:
+    """Parse and verify an ``.idx`` file."""
+    buf = memoryview(data)
+    if len(buf) < _INDEX_HEADER.size + 8:
+        raise CorruptIndexError(f"{source}: index too short")
+    (footer,) = struct.unpack("<Q", buf[-8:])
+    if xxhash.xxh3_64_intdigest(buf[:-8]) != footer:
+        raise CorruptIndexError(f"{source}: index checksum mismatch")
+    magic, version, itemsize, seq_len, _, vocab_size, n_rows = _INDEX_HEADER.unpack_from(buf, 0)
+    if magic != INDEX_MAGIC or version != FORMAT_VERSION:
+        raise CorruptIndexError(f"{source}: not an fm_loader row index (magic={magic!r}, version={version})")
+    start = _INDEX_HEADER.size
+    end = start + n_rows * INDEX_RECORD_DTYPE.itemsize
+    records = np.frombuffer(buf[start:end], dtype=INDEX_RECORD_DTYPE)
+    doclens = np.frombuffer(buf[end:-8], dtype="<i4")
+    return RowIndex(records, doclens, itemsize, seq_len, vocab_size)
+
+
+def decode_row(tar_bytes: bytes | memoryview, index: RowIndex, row: int) -> PackedRow:
+    """Decode one row (tokens, doc lengths, provenance ids) from a shard's bytes, verifying its checksum."""
+    rec = index.records[row]
+    buf = memoryview(tar_bytes)
+    start = int(rec["tokens_offset"])
+    payload = buf[start : start + int(rec["n_tokens"]) * index.token_itemsize]
+    if row_checksum(payload) != int(rec["tokens_checksum"]):
+        raise ValueError(f"row {row}: tokens checksum mismatch")
+    dtype = np.dtype("<u2") if index.token_itemsize == 2 else np.dtype("<u4")
+    doc_start = int(rec["doc_start"])
+    doc_lens = index.doclens[doc_start : doc_start + int(rec["n_docs"])]
+    meta_start = int(rec["meta_offset"])
+    meta = json.loads(bytes(buf[meta_start : meta_start + int(rec["meta_size"])]))
+    return PackedRow(np.frombuffer(payload, dtype=dtype).copy(), doc_lens.tolist(), meta.get("doc_ids", []))

@@ -1,0 +1,373 @@
+"""``fm_loader.Loader``: deterministic, elastic, resumable batches of packed rows.
+
+Global batch ``k`` (counted from the current position) is rows ``[kG, (k+1)G)`` of the epoch's global
+stream (:mod:`fm_loader.stream`); rank ``r`` of ``W`` gets the contiguous slice ``[r*G/W, (r+1)*G/W)``.
+The last batch of an epoch is padded with empty rows (``sample_ids == -1``) so shapes never change.
+
+State is ``{fingerprint, seed, epoch, rows_consumed}``: restoring it under any world size, batch size
+or worker count continues the same global stream, and seeking costs O(shards), not O(rows seen).
+With ``num_workers > 0`` batches are built in torch ``DataLoader`` worker processes, worker ``w`` building
+batches ``w, w + num_workers, ...``; the DataLoader's in-order round robin keeps the global order.
+With ``num_workers == 0`` a prefetch thread builds the next ``prefetch`` batches while the trainer computes.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import torch
+
+from fm_loader.batching import build_batch
+from fm_loader.metrics import LoaderMetrics
+from fm_loader.mixture import Mixture, load_mixture
+from fm_loader.sources import ShardRows
+from fm_loader.storage import ShardCache
+from fm_loader.stream import GlobalStream, RowRefs
+
+logger = logging.getLogger(__name__)
+STATE_FORMAT = "fm_loader.state/1"
+
+
+class PinningError(ValueError):
+    """The dataset was made with a different tokenizer / vocabulary / sequence length than the trainer expects."""
+
+
+def check_pins(
+    mixture: Mixture,
+    expected_tokenizer_hash: str | None,
+    expected_vocab_size: int | None,
+    seq_len: int | None,
+) -> tuple[int, int]:
+    """Refuse mixtures whose sources disagree with each other or with the trainer; returns (seq_len, vocab)."""
+    first = mixture.sources[0]
+    for src in mixture.sources:
+        if expected_tokenizer_hash is not None and src.tokenizer_hash != expected_tokenizer_hash:
+            raise PinningError(
+                f"source {src.name!r} was tokenized with tokenizer {src.tokenizer_hash!r} but the trainer expects "
+                f"{expected_tokenizer_hash!r}; refusing to start (re-tokenize the data or fix the pin)"
+            )
+        if expected_vocab_size is not None and src.vocab_size != expected_vocab_size:
+            raise PinningError(
+                f"source {src.name!r} has vocab_size {src.vocab_size} but the trainer expects {expected_vocab_size}"
+            )
+        if src.tokenizer_hash != first.tokenizer_hash:
+            raise PinningError(
+                f"sources {first.name!r} and {src.name!r} use different tokenizers "
+                f"({first.tokenizer_hash!r} vs {src.tokenizer_hash!r})"
+            )
+        if src.seq_len != first.seq_len:
+            raise PinningError(f"sources {first.name!r} and {src.name!r} have different seq_len")
+    if seq_len is not None and seq_len != first.seq_len:
+        raise PinningError(f"dataset seq_len is {first.seq_len} but the trainer expects {seq_len}")
+    return first.seq_len, max(s.vocab_size for s in mixture.sources)
+
+
+class BatchAssembler:
+    """Reads the rows named by :class:`RowRefs` from their shards (kept open in an LRU) into a batch."""
+
+    def __init__(
+        self, mixture: Mixture, seq_len: int, max_docs: int, skip_corrupt: bool, max_open: int = 256
+    ):
+        self.mixture = mixture
+        self.seq_len = seq_len
+        self.max_docs = max_docs
+        self.skip_corrupt = skip_corrupt
+        self.max_open = max_open
+        self._open: OrderedDict[tuple[int, int], ShardRows] = OrderedDict()
+        self.corrupt_rows_skipped = 0
+
+    def _shard(self, source: int, shard: int) -> ShardRows:
+        key = (source, shard)
+        reader = self._open.get(key)
+        if reader is None:
+            reader = self.mixture.sources[source].open_shard(shard)
+            self._open[key] = reader
+            while len(self._open) > self.max_open:
+                self._open.popitem(last=False)[1].close()
+        else:
+            self._open.move_to_end(key)
+        return reader
+
+    def prefetch(self, refs: RowRefs) -> None:
+        """Open (and for remote sources download) every shard ``refs`` touches."""
+        for source, shard in set(zip(refs.source.tolist(), refs.shard.tolist(), strict=True)):
+            if source >= 0:
+                self._shard(source, shard)
+
+    def assemble(self, refs: RowRefs) -> dict[str, torch.Tensor]:
+        count = len(refs.source)
+        tokens = np.zeros((count, self.seq_len), dtype=np.int64)
+        lengths = np.zeros(count, dtype=np.int64)
+        doclens: list[np.ndarray] = [np.zeros(0, np.int32)] * count
+        sample_ids = refs.sample_id.copy()
+        keys = refs.source * (1 << 40) + refs.shard
+        for key in np.unique(keys[refs.source >= 0]):
+            slots = np.flatnonzero(keys == key)
+            source, shard = int(refs.source[slots[0]]), int(refs.shard[slots[0]])
+            result = self._shard(source, shard).read(refs.row[slots], tokens, slots, self.skip_corrupt)
+            lengths[slots] = result.lengths
+            for slot, dl in zip(slots.tolist(), result.doclens, strict=True):
+                doclens[slot] = dl
+            if result.corrupt_rows:
+                self.corrupt_rows_skipped += len(result.corrupt_rows)
+                sample_ids[slots[result.lengths == 0]] = -1
+        return build_batch(tokens, lengths, doclens, sample_ids, self.max_docs)
+
+    def close(self) -> None:
+        while self._open:
+            self._open.popitem()[1].close()
+
+
+class _WorkerBatches(torch.utils.data.IterableDataset):
+    """Runs inside DataLoader workers: worker ``w`` builds every ``num_workers``-th batch of the schedule."""
+
+    def __init__(self, loader: Loader, schedule: list[tuple[int, int]]) -> None:
+        self.config = loader._config
+        self.schedule = schedule
+
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+        info = torch.utils.data.get_worker_info()
+        wid, nw = (info.id, info.num_workers) if info is not None else (0, 1)
+        local = Loader(**{**self.config, "num_workers": 0, "prefetch": 0})
+        try:
+            for epoch, start in self.schedule[wid::nw]:
+                yield local._build(epoch, start)
+        finally:
+            local.close()
+
+
+class Loader:
+    """Iterate to get this rank's slice of each global batch; see the module docstring for the contract."""
+
+    def __init__(
+        self,
+        source: Any,
+        global_batch_size: int,
+        rank: int = 0,
+        world_size: int = 1,
+        seed: int = 0,
+        num_workers: int = 0,
+        expected_tokenizer_hash: str | None = None,
+        *,
+        expected_vocab_size: int | None = None,
+        expected_seq_len: int | None = None,
+        epochs: int | None = 1,
+        prefetch: int = 2,
+        skip_corrupt: bool = False,
+        max_docs_per_row: int | None = None,
+        cache_dir: str | None = None,
+        cache_budget_bytes: int = 64 << 30,
+    ) -> None:
+        if global_batch_size <= 0 or world_size <= 0 or not 0 <= rank < world_size:
+            raise ValueError(
+                f"invalid rank {rank} / world_size {world_size} / global batch {global_batch_size}"
+            )
+        if global_batch_size % world_size:
+            raise ValueError(
+                f"global_batch_size {global_batch_size} is not divisible by world_size {world_size}"
+            )
+        self._config = dict(
+            source=source,
+            global_batch_size=global_batch_size,
+            rank=rank,
+            world_size=world_size,
+            seed=seed,
+            num_workers=num_workers,
+            expected_tokenizer_hash=expected_tokenizer_hash,
+            expected_vocab_size=expected_vocab_size,
+            expected_seq_len=expected_seq_len,
+            epochs=epochs,
+            prefetch=prefetch,
+            skip_corrupt=skip_corrupt,
+            max_docs_per_row=max_docs_per_row,
+            cache_dir=cache_dir,
+            cache_budget_bytes=cache_budget_bytes,
+        )
+        self.global_batch_size = global_batch_size
+        self.rank, self.world_size = rank, world_size
+        self.local_batch_size = global_batch_size // world_size
+        self.num_workers, self.prefetch, self.epochs = num_workers, prefetch, epochs
+        self.cache = ShardCache(cache_dir, cache_budget_bytes)
+        self.mixture = load_mixture(source, self.cache)
+        self.seq_len, self.vocab_size = check_pins(
+            self.mixture, expected_tokenizer_hash, expected_vocab_size, expected_seq_len
+        )
+        self.stream = GlobalStream(self.mixture, seed)
+        known = [s.max_docs_per_row for s in self.mixture.sources]
+        self.max_docs = max_docs_per_row or (max(known) if all(known) else self.seq_len)
+        self._assembler = BatchAssembler(self.mixture, self.seq_len, self.max_docs, skip_corrupt)
+        self.seed = seed
+        self.epoch = 0
+        self.rows_consumed = 0
+        self._metrics = LoaderMetrics()
+        self._token_bytes = 2 if self.vocab_size < 65536 else 4
+
+    # -- state -------------------------------------------------------------------------------------------
+    @property
+    def epoch_rows(self) -> int:
+        return self.stream.epoch_rows
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "format": STATE_FORMAT,
+            "fingerprint": self.stream.fingerprint,
+            "seed": self.seed,
+            "epoch": self.epoch,
+            "rows_consumed": self.rows_consumed,
+        }
+
+    def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> None:
+        if state.get("format") != STATE_FORMAT:
+            raise ValueError(f"not an fm_loader state: {state!r}")
+        if strict and (state["fingerprint"] != self.stream.fingerprint or state["seed"] != self.seed):
+            raise ValueError(
+                f"state belongs to another stream (fingerprint {state['fingerprint']} seed {state['seed']}, this "
+                f"loader has {self.stream.fingerprint} seed {self.seed}); pass strict=False to continue anyway"
+            )
+        self.epoch, self.rows_consumed = int(state["epoch"]), int(state["rows_consumed"])
+
+    # -- iteration ---------------------------------------------------------------------------------------
+    def _schedule(self) -> list[tuple[int, int]]:
+        """(epoch, first global row) of every remaining batch, from the current state."""
+        if self.epochs is None:
+            raise ValueError("an endless loader (epochs=None) has no finite schedule")
+        out: list[tuple[int, int]] = []
+        epoch, pos = self.epoch, self.rows_consumed
+        while epoch < self.epochs:
+            if pos >= self.epoch_rows:
+                epoch, pos = epoch + 1, 0
+                continue
+            out.append((epoch, pos))
+            pos += self.global_batch_size
+        return out
+
+    def _next_positions(self) -> Iterator[tuple[int, int]]:
+        epoch, pos = self.epoch, self.rows_consumed
+        while self.epochs is None or epoch < self.epochs:
+            if pos >= self.epoch_rows:
+                epoch, pos = epoch + 1, 0
+                continue
+            yield epoch, pos
+            pos += self.global_batch_size
+
+    def _refs(self, epoch: int, start: int) -> RowRefs:
+        return self.stream.rows(epoch, start + self.rank * self.local_batch_size, self.local_batch_size)
+
+    def _build(self, epoch: int, start: int) -> dict[str, torch.Tensor]:
+        return self._assembler.assemble(self._refs(epoch, start))
+
+    def batch_at(self, epoch: int, start: int) -> dict[str, torch.Tensor]:
+        """This rank's slice of the global batch that begins at global row ``start`` of ``epoch``."""
+        return self._build(epoch, start)
+
+    def _advance(self, epoch: int, start: int, batch: dict[str, torch.Tensor]) -> None:
+        self.epoch, self.rows_consumed = epoch, start + self.global_batch_size
+        if self.rows_consumed >= self.epoch_rows:
+            self.epoch, self.rows_consumed = epoch + 1, 0
+        tokens = int(batch["valid_token_count"].sum())
+        m = self._metrics
+        m.batches += 1
+        m.rows += int((batch["sample_ids"] >= 0).sum())
+        m.tokens += tokens
+        m.bytes += tokens * self._token_bytes
+        m.corrupt_rows_skipped = self._assembler.corrupt_rows_skipped
+
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+        if self.num_workers > 0:
+            return self._iter_workers()
+        if self.prefetch > 0:
+            return self._iter_prefetch()
+        return self._iter_inline()
+
+    def _iter_inline(self) -> Iterator[dict[str, torch.Tensor]]:
+        for epoch, start in self._next_positions():
+            t0 = time.perf_counter()
+            batch = self._build(epoch, start)
+            self._metrics.wait_s += time.perf_counter() - t0
+            self._advance(epoch, start, batch)
+            yield batch
+
+    def _iter_prefetch(self) -> Iterator[dict[str, torch.Tensor]]:
+        ready: queue.Queue = queue.Queue(maxsize=self.prefetch)
+        stop = threading.Event()
+        done = object()
+
+        def produce() -> None:
+            try:
+                for epoch, start in self._next_positions():
+                    item = (epoch, start, self._build(epoch, start))
+                    while not stop.is_set():
+                        try:
+                            ready.put(item, timeout=0.1)
+                            break
+                        except queue.Full:
+                            continue
+                    if stop.is_set():
+                        return
+                ready.put(done)
+            except BaseException as exc:  # handed to the consumer, raised there
+                ready.put(exc)
+
+        worker = threading.Thread(target=produce, name="fm_loader-prefetch", daemon=True)
+        worker.start()
+        try:
+            while True:
+                t0 = time.perf_counter()
+                item = ready.get()
+                self._metrics.wait_s += time.perf_counter() - t0
+                if item is done:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                epoch, start, batch = item
+                self._advance(epoch, start, batch)
+                yield batch
+        finally:
+            stop.set()
+            worker.join(timeout=5)
+
+    def _iter_workers(self) -> Iterator[dict[str, torch.Tensor]]:
+        schedule = self._schedule()
+        if not schedule:
+            return
+        data = torch.utils.data.DataLoader(
+            _WorkerBatches(self, schedule),
+            batch_size=None,
+            num_workers=self.num_workers,
+            prefetch_factor=max(1, self.prefetch),
+            persistent_workers=False,
+        )
+        it = iter(data)
+        for epoch, start in schedule:
+            t0 = time.perf_counter()
+            batch = next(it)
+            self._metrics.wait_s += time.perf_counter() - t0
+            self._advance(epoch, start, batch)
+            yield batch
+
+    # -- reporting ---------------------------------------------------------------------------------------
+    def metrics(self) -> dict[str, float]:
+        """rows/s, tokens/s, bytes/s, input stall seconds and fraction, cache hits/misses, skipped rows."""
+        return self._metrics.snapshot(self.cache.stats)
+
+    def reset_metrics(self) -> None:
+        self._metrics = LoaderMetrics()
+
+    def __len__(self) -> int:
+        return len(self._schedule())
+
+    def close(self) -> None:
+        self._assembler.close()
+
+    def __enter__(self) -> Loader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

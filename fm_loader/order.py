@@ -1,0 +1,185 @@
+"""The global row order: a pure function of (source sizes, mixture counts, seed, epoch, position).
+
+Two layers, both computed in closed form so any position can be reached in O(number of shards):
+
+* :class:`SourceOrder` - one source's endless stream of passes. Pass ``p`` is a seeded permutation of the
+  shards, cut into windows of consecutive shards holding at least ``window_rows`` rows, with a seeded
+  permutation of the rows inside each window. Epoch ``e`` of a source that contributes ``n`` rows per
+  epoch is stream positions ``[e*n, (e+1)*n)``: ``n > rows`` tiles whole shuffled passes, ``n < rows``
+  walks through the passes over successive epochs.
+* :class:`Interleave` - how an epoch of ``M = sum(n_i)`` positions is shared among sources. Positions are
+  cut into blocks; before block ``b`` source ``i`` has given exactly ``floor(b*B*n_i/M)`` rows (exact
+  integers), and inside a block items are merged by their fractional position ``(k+0.5)/n_i``. So every
+  window of the epoch holds each source's share to within a couple of rows, on every rank.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def _rng(*words: int) -> np.random.Generator:
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([int(w) for w in words])))
+
+
+@dataclass(frozen=True)
+class _PassLayout:
+    shard_perm: np.ndarray  # pass position -> shard index
+    cum_rows: np.ndarray  # len S+1, row offset of each permuted shard within the pass
+    window_starts: np.ndarray  # row offset of each window within the pass, plus the pass length at the end
+
+
+def _greedy_windows(cum_rows: np.ndarray, window_rows: int) -> np.ndarray:
+    """Cut the permuted shard sequence into windows of consecutive shards, each >= window_rows rows
+    (the last one folds into its predecessor when short). Returns window row starts plus the total."""
+    total = int(cum_rows[-1])
+    starts = [0]
+    while True:
+        slot = int(np.searchsorted(cum_rows, starts[-1] + window_rows, side="left"))
+        if slot >= len(cum_rows) - 1:
+            break
+        starts.append(int(cum_rows[slot]))
+    if len(starts) > 1 and total - starts[-1] < window_rows // 2:
+        starts.pop()
+    starts.append(total)
+    return np.asarray(starts, dtype=np.int64)
+
+
+class SourceOrder:
+    """Maps positions of one source's stream to (shard, row) with a hierarchical shuffle."""
+
+    def __init__(
+        self, shard_rows: np.ndarray, seed: int, source_index: int, window_rows: int = 8192, cache: int = 4
+    ) -> None:
+        self.shard_rows = np.asarray(shard_rows, dtype=np.int64)
+        self.rows = int(self.shard_rows.sum())
+        if self.rows <= 0:
+            raise ValueError("a source needs at least one row")
+        self.seed = seed
+        self.source_index = source_index
+        self.window_rows = max(1, int(window_rows))
+        self._passes: OrderedDict[int, _PassLayout] = OrderedDict()
+        self._windows: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
+        self._cache = cache
+
+    def _layout(self, pass_index: int) -> _PassLayout:
+        layout = self._passes.get(pass_index)
+        if layout is not None:
+            self._passes.move_to_end(pass_index)
+            return layout
+        perm = _rng(self.seed, self.source_index, pass_index, 0).permutation(len(self.shard_rows))
+        cum = np.zeros(len(perm) + 1, dtype=np.int64)
+        np.cumsum(self.shard_rows[perm], out=cum[1:])
+        starts = _greedy_windows(cum, self.window_rows)
+        layout = _PassLayout(perm, cum, starts)
+        self._passes[pass_index] = layout
+        if len(self._passes) > self._cache:
+            self._passes.popitem(last=False)
+        return layout
+
+    def _window_perm(self, pass_index: int, window: int, size: int) -> np.ndarray:
+        key = (pass_index, window)
+        perm = self._windows.get(key)
+        if perm is None:
+            perm = _rng(self.seed, self.source_index, pass_index, window + 1).permutation(size)
+            self._windows[key] = perm
+            if len(self._windows) > self._cache * 2:
+                self._windows.popitem(last=False)
+        else:
+            self._windows.move_to_end(key)
+        return perm
+
+    def locate(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Stream positions -> (shard index, row index inside the shard)."""
+        positions = np.asarray(positions, dtype=np.int64)
+        shards = np.empty_like(positions)
+        rows = np.empty_like(positions)
+        passes = positions // self.rows
+        offsets = positions - passes * self.rows
+        for pass_index in np.unique(passes):
+            in_pass = passes == pass_index
+            layout = self._layout(int(pass_index))
+            off = offsets[in_pass]
+            windows = np.searchsorted(layout.window_starts, off, side="right") - 1
+            permuted = np.empty_like(off)
+            for window in np.unique(windows):
+                sel = windows == window
+                lo, hi = layout.window_starts[window], layout.window_starts[window + 1]
+                perm = self._window_perm(int(pass_index), int(window), int(hi - lo))
+                permuted[sel] = lo + perm[off[sel] - lo]
+            slot = np.searchsorted(layout.cum_rows, permuted, side="right") - 1
+            shards[in_pass] = layout.shard_perm[slot]
+            rows[in_pass] = permuted - layout.cum_rows[slot]
+        return shards, rows
+
+
+class Interleave:
+    """Deterministic proportional merge of sources contributing ``counts[i]`` rows to one epoch."""
+
+    def __init__(self, counts: list[int], block: int = 4096) -> None:
+        self.counts = [int(c) for c in counts]
+        if any(c < 0 for c in self.counts) or sum(self.counts) <= 0:
+            raise ValueError(f"invalid per-epoch counts {counts}")
+        self.total = sum(self.counts)
+        self.block = block
+        self.num_blocks = -(-self.total // block)
+        self._cached: tuple[int, np.ndarray, np.ndarray] | None = None
+
+    def _before_block(self, b: int) -> list[int]:
+        """Rows each source has given before block ``b`` (exact integer arithmetic)."""
+        done = b * self.block
+        return [min(c, done * c // self.total) for c in self.counts]
+
+    def _block_start(self, b: int) -> int:
+        return sum(self._before_block(b))
+
+    def _find_block(self, position: int) -> int:
+        lo, hi = 0, self.num_blocks - 1
+        while lo < hi:  # last block whose start <= position
+            mid = (lo + hi + 1) // 2
+            if self._block_start(mid) <= position:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def _block_items(self, b: int) -> tuple[np.ndarray, np.ndarray]:
+        if self._cached is not None and self._cached[0] == b:
+            return self._cached[1], self._cached[2]
+        first, last = self._before_block(b), self._before_block(b + 1)
+        sources, ks, keys = [], [], []
+        for i, (lo, hi) in enumerate(zip(first, last, strict=True)):
+            if hi > lo:
+                k = np.arange(lo, hi, dtype=np.int64)
+                sources.append(np.full(hi - lo, i, dtype=np.int64))
+                ks.append(k)
+                keys.append((k + 0.5) / self.counts[i])
+        src, k_all, key = np.concatenate(sources), np.concatenate(ks), np.concatenate(keys)
+        order = np.lexsort((src, key))
+        self._cached = (b, src[order], k_all[order])
+        return self._cached[1], self._cached[2]
+
+    def items(self, start: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """(source index, index k within that source's epoch share) for positions [start, start+count)."""
+        end = min(start + count, self.total)
+        if start >= end:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        if len(self.counts) == 1:
+            return np.zeros(end - start, np.int64), np.arange(start, end, dtype=np.int64)
+        b = self._find_block(start)
+        block_start = self._block_start(b)
+        src_parts, k_parts = [], []
+        pos = start
+        while pos < end:
+            src, ks = self._block_items(b)
+            lo = pos - block_start
+            hi = min(len(src), end - block_start)
+            src_parts.append(src[lo:hi])
+            k_parts.append(ks[lo:hi])
+            pos = block_start + hi
+            block_start += len(src)
+            b += 1
+        return np.concatenate(src_parts), np.concatenate(k_parts)

@@ -1,0 +1,176 @@
+"""Row sources the loader can mix: our WebDataset shards (via a manifest) and, in ``fm_loader.mds``,
+MosaicML MDS datasets. A source exposes its shards' row counts up front (no shard is opened to plan the
+order) and opens a shard only when a batch needs its rows."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import mmap
+import os
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import numpy as np
+
+from fm_loader.format import RowIndex, decode_index, row_checksum
+from fm_loader.manifest import DatasetManifest
+from fm_loader.storage import ShardCache, is_remote, read_bytes
+
+logger = logging.getLogger(__name__)
+
+
+class CorruptRowError(RuntimeError):
+    """A row failed its checksum twice (read, then re-read)."""
+
+    def __init__(self, shard: str, row: int, detail: str = "checksum mismatch") -> None:
+        super().__init__(f"corrupt row {row} in shard {shard}: {detail}")
+        self.shard = shard
+        self.row = row
+
+
+@dataclass
+class ReadResult:
+    lengths: np.ndarray  # tokens per row read (0 for a skipped corrupt row)
+    doclens: list[np.ndarray]  # document lengths per row
+    bytes_read: int
+    corrupt_rows: list[int]  # rows skipped because they were corrupt (only when skip_corrupt)
+
+
+class ShardRows(ABC):
+    """An open shard: copies rows into a caller's token buffer."""
+
+    @abstractmethod
+    def read(
+        self, rows: np.ndarray, out: np.ndarray, slots: np.ndarray, skip_corrupt: bool = False
+    ) -> ReadResult:
+        """Copy row ``rows[j]`` into ``out[slots[j], :n]``; lengths/doclens come back in ``rows`` order."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        pass
+
+
+class Source(ABC):
+    """A named dataset with known per-shard row counts."""
+
+    name: str
+    seq_len: int
+    vocab_size: int
+    tokenizer_hash: str
+    shard_rows: np.ndarray
+    max_docs_per_row: int
+
+    @property
+    @abstractmethod
+    def fingerprint(self) -> str:
+        """Changes whenever the rows or their order-relevant layout change."""
+
+    @abstractmethod
+    def open_shard(self, shard: int) -> ShardRows: ...
+
+    @abstractmethod
+    def shard_label(self, shard: int) -> str: ...
+
+    @property
+    def rows(self) -> int:
+        return int(self.shard_rows.sum())
+
+
+class TarShardRows(ShardRows):
+    """Reads rows of one of our ``.tar`` shards through a read-only memory map and its ``.idx``."""
+
+    def __init__(self, tar_path: str, index: RowIndex, label: str, cache: ShardCache | None = None) -> None:
+        self.path = tar_path
+        self.label = label
+        self.index = index
+        self._cache = cache
+        self._file = open(tar_path, "rb")  # noqa: SIM115 - kept open for the memory map's lifetime
+        size = os.fstat(self._file.fileno()).st_size
+        self._map = mmap.mmap(self._file.fileno(), size, access=mmap.ACCESS_READ) if size else None
+        self._view = memoryview(self._map) if self._map is not None else memoryview(b"")
+        self._dtype = np.dtype("<u2") if index.token_itemsize == 2 else np.dtype("<u4")
+        self._tokens = np.frombuffer(self._view[: size - size % self._dtype.itemsize], dtype=self._dtype)
+
+    def _reread(self, start: int, nbytes: int) -> bytes:
+        """Bypass the memory map: read the bytes again from the file."""
+        return os.pread(self._file.fileno(), nbytes, start)
+
+    def read(
+        self, rows: np.ndarray, out: np.ndarray, slots: np.ndarray, skip_corrupt: bool = False
+    ) -> ReadResult:
+        recs = self.index.records[rows]
+        offsets = (recs["tokens_offset"] // self._dtype.itemsize).tolist()
+        lengths = recs["n_tokens"].astype(np.int64)
+        sums = recs["tokens_checksum"].tolist()
+        doc_starts = recs["doc_start"].tolist()
+        n_docs = recs["n_docs"].tolist()
+        view, tokens, isz = self._view, self._tokens, self._dtype.itemsize
+        corrupt: list[int] = []
+        doclens = []
+        for j, (slot, off, n, want) in enumerate(
+            zip(slots.tolist(), offsets, lengths.tolist(), sums, strict=True)
+        ):
+            if row_checksum(view[off * isz : (off + n) * isz]) != want:
+                fresh = self._reread(off * isz, n * isz)
+                if row_checksum(fresh) != want:
+                    if not skip_corrupt:
+                        raise CorruptRowError(self.label, int(rows[j]))
+                    logger.warning("skipping corrupt row %d of %s", int(rows[j]), self.label)
+                    corrupt.append(int(rows[j]))
+                    lengths[j] = 0
+                    doclens.append(np.zeros(0, np.int32))
+                    continue
+                out[slot, :n] = np.frombuffer(fresh, dtype=self._dtype)
+            else:
+                out[slot, :n] = tokens[off : off + n]
+            doclens.append(self.index.doclens[doc_starts[j] : doc_starts[j] + n_docs[j]])
+        return ReadResult(lengths, doclens, int(lengths.sum()) * isz, corrupt)
+
+    def close(self) -> None:
+        self._tokens = np.zeros(0, self._dtype)
+        self._view.release()
+        if self._map is not None:
+            self._map.close()
+        self._file.close()
+        if self._cache is not None:
+            self._cache.unpin(self.path)
+
+
+class ManifestSource(Source):
+    """All shards of one :class:`DatasetManifest`."""
+
+    def __init__(self, manifest: DatasetManifest, cache: ShardCache | None = None, name: str = "") -> None:
+        self.manifest = manifest
+        self.name = name or manifest.name
+        self.seq_len = manifest.seq_len
+        self.vocab_size = manifest.vocab_size
+        self.tokenizer_hash = manifest.tokenizer_hash
+        self.shard_rows = np.fromiter(
+            (s.rows for s in manifest.shards), dtype=np.int64, count=len(manifest.shards)
+        )
+        self.max_docs_per_row = manifest.max_docs_per_row
+        self.cache = cache or ShardCache()
+
+    @property
+    def fingerprint(self) -> str:
+        h = hashlib.sha256()
+        h.update(f"{self.manifest.schema_fingerprint}|{self.seq_len}|{self.vocab_size}".encode())
+        for s in self.manifest.shards:
+            h.update(f"|{s.sha256}:{s.rows}".encode())
+        return h.hexdigest()[:16]
+
+    def shard_label(self, shard: int) -> str:
+        return self.manifest.shard_uri(self.manifest.shards[shard])
+
+    def open_shard(self, shard: int) -> TarShardRows:
+        entry = self.manifest.shards[shard]
+        tar_uri = self.manifest.shard_uri(entry)
+        index_uri = self.manifest.index_uri(entry)
+        index_bytes = read_bytes(self.cache.get(index_uri))
+        if entry.index_sha256 and hashlib.sha256(index_bytes).hexdigest() != entry.index_sha256:
+            raise CorruptRowError(tar_uri, -1, "row index sha256 differs from the manifest")
+        index = decode_index(index_bytes, index_uri)
+        if index.rows != entry.rows:
+            raise CorruptRowError(tar_uri, -1, f"index has {index.rows} rows, manifest says {entry.rows}")
+        local = self.cache.get(tar_uri, pin=is_remote(tar_uri))
+        return TarShardRows(local, index, tar_uri, self.cache if is_remote(tar_uri) else None)

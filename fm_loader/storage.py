@@ -1,0 +1,153 @@
+"""Where shard bytes come from: local files directly, remote URIs (fsspec: s3://, gs://, ...) through a local
+cache folder with a size budget and least-recently-used eviction."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import posixpath
+import tempfile
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+logger = logging.getLogger(__name__)
+
+
+def is_remote(uri: str) -> bool:
+    return "://" in uri and not uri.startswith("file://")
+
+
+def local_path(uri: str) -> str:
+    return uri[len("file://") :] if uri.startswith("file://") else uri
+
+
+def resolve_uri(base: str, path: str) -> str:
+    """Resolve ``path`` against the folder of the file ``base`` unless it is absolute or a URI."""
+    if "://" in path or os.path.isabs(path) or not base:
+        return path
+    if is_remote(base):
+        scheme, rest = base.split("://", 1)
+        return f"{scheme}://" + posixpath.normpath(posixpath.join(posixpath.dirname(rest), path))
+    return os.path.normpath(os.path.join(os.path.dirname(local_path(base)), path))
+
+
+def read_bytes(uri: str) -> bytes:
+    if is_remote(uri):
+        import fsspec
+
+        with fsspec.open(uri, "rb") as f:
+            return f.read()
+    with open(local_path(uri), "rb") as f:
+        return f.read()
+
+
+def write_bytes_atomic(uri: str, data: bytes) -> None:
+    """Write to a temporary name, then rename (local) or a single PUT (object stores are atomic per object)."""
+    if is_remote(uri):
+        import fsspec
+
+        with fsspec.open(uri, "wb") as f:
+            f.write(data)
+        return
+    path = local_path(uri)
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+@dataclass
+class CacheStats:
+    hits: int = 0
+    misses: int = 0
+    bytes_downloaded: int = 0
+    evictions: int = 0
+
+
+class ShardCache:
+    """Local copies of remote files, bounded by ``budget_bytes``; the least recently used go first.
+
+    Files currently pinned (open by a reader) are never evicted. Local URIs pass through untouched.
+    """
+
+    def __init__(self, folder: str | None = None, budget_bytes: int = 64 << 30) -> None:
+        self.folder = folder or os.path.join(tempfile.gettempdir(), "fm_loader_cache")
+        self.budget_bytes = budget_bytes
+        self.stats = CacheStats()
+        self._lru: OrderedDict[str, int] = OrderedDict()  # local path -> size
+        self._pins: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._inflight: dict[str, threading.Event] = {}
+
+    def _cache_path(self, uri: str) -> str:
+        digest = hashlib.sha256(uri.encode()).hexdigest()[:24]
+        return os.path.join(self.folder, digest[:2], f"{digest}-{posixpath.basename(uri)}")
+
+    def get(self, uri: str, pin: bool = False) -> str:
+        """Local path of ``uri``, downloading it first if it is remote and not cached."""
+        if not is_remote(uri):
+            return local_path(uri)
+        path = self._cache_path(uri)
+        while True:
+            with self._lock:
+                if path in self._lru or os.path.exists(path):
+                    self.stats.hits += 1
+                    self._lru[path] = self._lru.pop(path, None) or os.path.getsize(path)
+                    if pin:
+                        self._pins[path] = self._pins.get(path, 0) + 1
+                    return path
+                event = self._inflight.get(path)
+                if event is None:
+                    event = self._inflight[path] = threading.Event()
+                    break
+            event.wait()
+        try:
+            data = read_bytes(uri)
+            with self._lock:
+                self._make_room(len(data))
+            write_bytes_atomic(path, data)
+            with self._lock:
+                self.stats.misses += 1
+                self.stats.bytes_downloaded += len(data)
+                self._lru[path] = len(data)
+                if pin:
+                    self._pins[path] = self._pins.get(path, 0) + 1
+            logger.debug("cached %s (%d bytes)", uri, len(data))
+            return path
+        finally:
+            with self._lock:
+                self._inflight.pop(path).set()
+
+    def unpin(self, path: str) -> None:
+        with self._lock:
+            if path in self._pins:
+                self._pins[path] -= 1
+                if self._pins[path] <= 0:
+                    del self._pins[path]
+
+    def _make_room(self, incoming: int) -> None:
+        used = sum(self._lru.values())
+        for victim in list(self._lru):
+            if used + incoming <= self.budget_bytes:
+                break
+            if victim in self._pins:
+                continue
+            used -= self._lru.pop(victim)
+            self.stats.evictions += 1
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(victim)
+
+    @property
+    def used_bytes(self) -> int:
+        with self._lock:
+            return sum(self._lru.values())
