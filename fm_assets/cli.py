@@ -1,0 +1,173 @@
+"""The ``fm`` command line: sample-data, land, run, report, rejects, release and demo."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+console = Console(stderr=True)
+out = Console()
+
+DEMO_LICENSES = {"python-stdlib": "PSF-2.0"}
+
+
+def _store(args: argparse.Namespace | None):
+    from fm_resources.object_store import ObjectStoreResource
+
+    return ObjectStoreResource(root=os.environ["FM_ROOT"]).store()
+
+
+def _set_root(args: argparse.Namespace) -> None:
+    root = args.root or os.environ.get("FM_ROOT") or "./fm_data"
+    os.environ["FM_ROOT"] = root if "://" in root else str(Path(root).expanduser().resolve())
+
+
+def cmd_sample_data(args: argparse.Namespace) -> int:
+    from fm_assets.sample_data import fetch_sample_data
+
+    summary = fetch_sample_data(Path(args.dest), max_docs=args.max_docs, source=args.source)
+    table = Table(title=f"sample data ({summary['source']})")
+    for column in ("package", "docs", "bytes", "licence"):
+        table.add_column(column)
+    for name, info in summary["packages"].items():
+        table.add_row(name, str(info["docs"]), f"{info['bytes']:,}", info.get("license", "?"))
+    console.print(table)
+    return 0
+
+
+def cmd_land(args: argparse.Namespace) -> int:
+    from fm_assets.landing import LandingError, land_batch
+
+    try:
+        manifest = land_batch(_store(args), args.src, source=args.source, license_id=args.license, namespace=args.namespace)
+    except LandingError as exc:
+        console.print(f"[red]fm land: {exc}[/red]")
+        return 2
+    console.print(f"landed {len(manifest.files)} file(s) as batch [bold]{manifest.batch}[/bold]")
+    out.print(manifest.batch, highlight=False)
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from fm_assets.runner import run_batches
+
+    failures = run_batches(args.batches or None, release=not args.no_release, console=console)
+    _print_summary(args, None)
+    if failures:
+        for batch, message in failures.items():
+            console.print(f"[red]batch {batch} failed: {message}[/red]")
+        return 1
+    return 0
+
+
+def _print_summary(args: argparse.Namespace | None, batches: list[str] | None) -> list[dict[str, Any]]:
+    from fm_assets.report import build_report
+
+    rows = build_report(_store(args), batches)
+    table = Table(title="per-stage summary")
+    for column in ("batch", "stage", "in", "out", "rejected", "top reject reasons", "tokens", "pack eff.", "cache", "wall s"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        reasons = sorted(row["rejects_by_reason"].items(), key=lambda kv: -kv[1])[:3]
+        table.add_row(
+            row["batch"][-28:],
+            row["stage"],
+            f"{row['records_in']:,}",
+            f"{row['records_out']:,}",
+            f"{row['records_rejected']:,}",
+            ", ".join(f"{k}={v}" for k, v in reasons),
+            f"{row['tokens']:,}" if row["tokens"] else "",
+            f"{row['packing_efficiency']:.4f}" if row["packing_efficiency"] else "",
+            "hit" if row["cache_hit"] else "computed",
+            f"{row['wall_seconds']:.2f}" if row["wall_seconds"] is not None else "",
+        )
+    console.print(table)
+    return rows
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from fm_assets.report import build_report
+
+    if args.json:
+        out.print_json(json.dumps(build_report(_store(args), args.batches or None)))
+    else:
+        _print_summary(args, args.batches or None)
+    return 0
+
+
+def cmd_rejects(args: argparse.Namespace) -> int:
+    from fm_assets.report import iter_rejects
+
+    for row in iter_rejects(_store(args), args.batch, args.stage):
+        if not args.with_text:
+            row["text"] = (row["text"] or "")[:200]
+        sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from fm_assets.demo import run_demo
+
+    return run_demo(Path(os.environ["FM_ROOT"]), max_docs=args.max_docs, console=console, out=out)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fm", description="FM data platform: raw text -> training shards.")
+    parser.add_argument("--root", help="storage root (local folder or s3://bucket/prefix); default $FM_ROOT or ./fm_data")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("sample-data", help="fetch real public text (Debian doc packages) as JSONL")
+    p.add_argument("dest")
+    p.add_argument("--max-docs", type=int, default=None, help="cap documents per package")
+    p.add_argument("--source", choices=("auto", "apt", "python"), default="auto")
+    p.set_defaults(func=cmd_sample_data)
+
+    p = sub.add_parser("land", help="create an immutable landing batch from a file or folder")
+    p.add_argument("src")
+    p.add_argument("--source", required=True, help="short source name, e.g. debian-handbook")
+    p.add_argument("--license", required=False, help="SPDX licence identifier or expression")
+    p.add_argument("--namespace", default="cloud", help="cloud, on_device or quarantine")
+    p.set_defaults(func=cmd_land)
+
+    p = sub.add_parser("run", help="materialize every stage for the given (default: all) batches via Dagster")
+    p.add_argument("batches", nargs="*")
+    p.add_argument("--no-release", action="store_true", help="skip assembling the dataset version")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("report", help="records in/out/rejected, reasons, tokens, cache hits per batch and stage")
+    p.add_argument("batches", nargs="*")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("rejects", help="rejected records of a batch as JSONL")
+    p.add_argument("batch")
+    p.add_argument("--stage")
+    p.add_argument("--with-text", action="store_true", help="full text instead of a 200-char prefix")
+    p.set_defaults(func=cmd_rejects)
+
+    p = sub.add_parser("demo", help="sample data -> 3 batches -> run -> report -> read shards back")
+    p.add_argument("--max-docs", type=int, default=1500, help="documents per package")
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+    _set_root(args)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

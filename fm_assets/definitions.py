@@ -1,0 +1,19 @@
+"""The Dagster code location: stage assets, release assets, jobs, sensor and resource bindings."""
+
+from dagster import Definitions
+
+from fm_assets.jobs import preprocess_job, release_job
+from fm_assets.pipeline import STAGES, check_chain
+from fm_assets.release import dataset_release
+from fm_assets.resources import build_resources
+from fm_assets.sensors import landing_batch_sensor
+from fm_assets.stage_asset import build_stage_asset
+
+check_chain()
+
+defs = Definitions(
+    assets=[*(build_stage_asset(stage) for stage in STAGES), dataset_release],
+    jobs=[preprocess_job, release_job],
+    sensors=[landing_batch_sensor],
+    resources=build_resources(),
+)

@@ -1,0 +1,94 @@
+"""Runs the preprocessing job for landing batches through Dagster in-process (same job as UI and sensor)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from dagster import DagsterInstance
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from fm_assets import progress
+from fm_assets.landing import list_complete_batches
+from fm_assets.partitions import BATCH_PARTITIONS_NAME
+
+DAGSTER_YAML = "telemetry:\n  enabled: false\n"
+
+
+def dagster_instance() -> DagsterInstance:
+    """The persistent instance in ``$DAGSTER_HOME`` (default ``<FM_ROOT>/dagster_home``), shared with ``dagster dev``."""
+    home = os.environ.get("DAGSTER_HOME")
+    if not home:
+        root = os.environ.get("FM_ROOT", "./fm_data")
+        base = Path(root) if "://" not in root else Path(".fm")
+        home = str((base / "dagster_home").resolve())
+        os.environ["DAGSTER_HOME"] = home
+    Path(home).mkdir(parents=True, exist_ok=True)
+    config = Path(home) / "dagster.yaml"
+    if not config.exists():
+        config.write_text(DAGSTER_YAML)
+    return DagsterInstance.get()
+
+
+class UnknownBatchError(ValueError):
+    pass
+
+
+def _failure_message(result: Any) -> str:
+    for event in result.all_events:
+        if event.is_failure and event.event_specific_data is not None:
+            error = getattr(event.event_specific_data, "error", None)
+            if error is not None:
+                return f"{event.step_key}: {error.message.strip()}"
+    return "run failed (see the Dagster event log)"
+
+
+def run_batches(
+    batches: list[str] | None = None, *, release: bool = True, console: Console | None = None
+) -> dict[str, str]:
+    """Materialize every stage for ``batches`` (default: all complete ones); returns {batch: error} for failures."""
+    from fm_assets.definitions import defs
+    from fm_assets.pipeline import STAGES
+
+    console = console or Console(stderr=True)
+    instance = dagster_instance()
+    store = defs.resources["store"].store()
+    landed = list_complete_batches(store)
+    wanted = batches or landed
+    unknown = [b for b in wanted if b not in landed]
+    if unknown:
+        raise UnknownBatchError(f"not complete landing batches: {unknown}; see `ls {store.uri('landing')}`")
+    known = set(instance.get_dynamic_partitions(BATCH_PARTITIONS_NAME))
+    new = [b for b in wanted if b not in known]
+    if new:
+        instance.add_dynamic_partitions(BATCH_PARTITIONS_NAME, new)
+
+    job = defs.resolve_job_def("preprocess")
+    failures: dict[str, str] = {}
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+    ) as bar:
+        task = bar.add_task("stages", total=len(wanted) * len(STAGES))
+
+        def on_event(event: str, stage: str, batch: str, info: dict[str, Any]) -> None:
+            if event == "start":
+                bar.update(task, description=f"{batch[-30:]} · {stage}")
+            else:
+                bar.advance(task)
+
+        progress.add_listener(on_event)
+        try:
+            for batch in wanted:
+                result = job.execute_in_process(partition_key=batch, instance=instance, raise_on_error=False)
+                if not result.success:
+                    failures[batch] = _failure_message(result)
+            if release and not failures:
+                bar.update(task, description="dataset release")
+                result = defs.resolve_job_def("release").execute_in_process(instance=instance, raise_on_error=False)
+                if not result.success:
+                    failures["<release>"] = _failure_message(result)
+        finally:
+            progress.remove_listener(on_event)
+    return failures

@@ -1,0 +1,123 @@
+"""The stage contract engine: cache hits, per-unit resume, accounting and the purity check."""
+
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+import pytest
+
+from fm_assets.stage_runtime import (
+    NonDeterministicStageError,
+    StageContractError,
+    StageRun,
+    UnitResult,
+    WorkUnit,
+)
+from fm_assets.steps.records import make_doc_id, reject_row
+from fm_resources.object_store import ObjectStore
+
+UNITS = [WorkUnit(f"u{i}", (f"in-{i}",)) for i in range(4)]
+
+
+def make_run(store, **overrides):
+    kwargs = dict(stage="toy", batch="b1", code_version="v1", config={"k": 1}, input_versions={"up": "abc"}, progress=False)
+    kwargs.update(overrides)
+    return StageRun(store, **kwargs)
+
+
+def toy_process(calls, salt=""):
+    def process(run, unit, writer):
+        calls.append(unit.unit_id)
+        for i in range(10):
+            record = {
+                "doc_id": make_doc_id("ab" * 32, i),
+                "batch": "b1",
+                "source": "s",
+                "license": "MIT",
+                "namespace": "cloud",
+                "cas_hash": "ab" * 32,
+                "record_index": i,
+                "url": None,
+                "text": f"{unit.unit_id} doc {i}{salt}",
+            }
+            if i % 3 == 0:
+                writer.reject(reject_row(record, batch="b1", stage="toy", reason="every_third"))
+            else:
+                writer.write(record)
+        return UnitResult(records_in=10)
+
+    return process
+
+
+def test_second_run_is_a_cache_hit_with_same_data_version(tmp_path):
+    store = ObjectStore(str(tmp_path))
+    calls: list[str] = []
+    first = make_run(store).execute(UNITS, toy_process(calls))
+    assert not first.cache_hit and first.units_computed == 4
+    second = make_run(store).execute(UNITS, toy_process(calls))
+    assert second.cache_hit and second.data_version == first.data_version
+    assert calls == ["u0", "u1", "u2", "u3"]  # no unit ran twice
+    counts = first.success["counts"]
+    assert counts["records_in"] == 40 and counts["records_rejected"] == 16 and counts["records_out"] == 24
+    assert first.success["rejects_by_reason"] == {"every_third": 16}
+
+
+def test_key_changes_with_code_version_config_and_inputs(tmp_path):
+    store = ObjectStore(str(tmp_path))
+    keys = {
+        make_run(store).key,
+        make_run(store, code_version="v2").key,
+        make_run(store, config={"k": 2}).key,
+        make_run(store, input_versions={"up": "def"}).key,
+    }
+    assert len(keys) == 4
+
+
+def test_resume_skips_committed_units_and_output_is_identical(tmp_path):
+    store = ObjectStore(str(tmp_path / "a"))
+    calls: list[str] = []
+    crash_at = "u2"
+
+    def crashing(run, unit, writer):
+        if unit.unit_id == crash_at:
+            raise KeyboardInterrupt("simulated crash")
+        return toy_process(calls)(run, unit, writer)
+
+    with pytest.raises(KeyboardInterrupt):
+        make_run(store).execute(UNITS, crashing)
+    assert calls == ["u0", "u1"]
+    resumed = make_run(store).execute(UNITS, toy_process(calls))
+    assert resumed.units_skipped == 2 and resumed.units_computed == 2
+    assert calls == ["u0", "u1", "u2", "u3"]
+
+    clean = make_run(ObjectStore(str(tmp_path / "b"))).execute(UNITS, toy_process([]))
+    assert clean.data_version == resumed.data_version
+
+
+def test_verify_mode_detects_impure_code(tmp_path):
+    store = ObjectStore(str(tmp_path))
+
+    def crashing(run, unit, writer):
+        if unit.unit_id == "u1":
+            raise RuntimeError("boom")
+        return toy_process([])(run, unit, writer)
+
+    with pytest.raises(RuntimeError):
+        make_run(store).execute(UNITS, crashing)
+    with pytest.raises(NonDeterministicStageError, match="not a pure function"):
+        make_run(store, verify_committed=True).execute(UNITS, toy_process([], salt=" changed"))
+
+
+def test_accounting_mismatch_fails_loudly(tmp_path):
+    def leaky(run, unit, writer):
+        return UnitResult(records_in=5)  # claims 5 records but writes none
+
+    with pytest.raises(StageContractError, match="records_in=5"):
+        make_run(ObjectStore(str(tmp_path))).execute(UNITS[:1], leaky)
+
+
+def test_rejects_are_kept_with_reason(tmp_path):
+    store = ObjectStore(str(tmp_path))
+    outcome = make_run(store).execute(UNITS[:1], toy_process([]))
+    rejects = pq.read_table(store.local_path(outcome.success["rejects"][0])).to_pylist()
+    assert len(rejects) == 4 and {r["reason"] for r in rejects} == {"every_third"}
+    assert all(r["text"].startswith("u0 doc") for r in rejects)
