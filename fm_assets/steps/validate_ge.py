@@ -32,7 +32,7 @@ NAMESPACES = ("cloud", "on_device", "quarantine")
 # One SPDX identifier (Apache-2.0, CC-BY-SA-4.0, GPL-2.0+, LicenseRef-acme-1) or a flat expression of
 # them joined by AND / OR / WITH, optionally parenthesised.
 SPDX_ID = r"[A-Za-z0-9][A-Za-z0-9.+-]*"
-SPDX_EXPRESSION = rf"^\(*{SPDX_ID}\)*(\s+(AND|OR|WITH)\s+\(*{SPDX_ID}\)*)*$"
+SPDX_EXPRESSION = rf"^\(*{SPDX_ID}\)*(?:\s+(?:AND|OR|WITH)\s+\(*{SPDX_ID}\)*)*$"
 VALIDATED_COLUMNS = ("doc_id", "text", "license", "namespace", "source")
 DETAIL_VALUE_CHARS = 200
 

@@ -1,10 +1,11 @@
 """Bounded-memory decoded byte streams over plain, gzip and zstd files.
 
-Every codec failure surfaces as ``ArchiveError`` carrying a reject reason, so callers can keep the
-records decoded before the break. python-zstandard's stream reader ends silently on a truncated
-frame, so zstd files are first checked by walking their frame and block headers (a few bytes per
-128 KiB block, no decompression) and the decoded stream raises at its end if that walk failed or
-the decoder stopped before the last compressed byte.
+Every codec failure surfaces as ``ArchiveError`` carrying a reject reason. Each archive is first
+decoded once with the output discarded (bounded memory), because corruption can decode into
+plausible garbage long before the CRC/checksum check at the end notices: a corrupt archive then
+fails on the first read, while a truncated one streams its records up to the cut. python-zstandard's
+reader ends silently on a truncated frame, so zstd files are also checked by walking their frame and
+block headers (RFC 8878), and must be decoded up to their last compressed byte.
 """
 
 from __future__ import annotations
@@ -35,20 +36,6 @@ class ByteStream(Protocol):
     def read(self, size: int) -> bytes: ...
 
 
-class _GzipStream:
-    def __init__(self, fileobj: BinaryIO) -> None:
-        self._gz = gzip.GzipFile(fileobj=fileobj, mode="rb")
-
-    def read(self, size: int) -> bytes:
-        try:
-            # read1 returns what one decode step produced, so a truncation loses no decoded bytes.
-            return self._gz.read1(size)
-        except EOFError as exc:
-            raise ArchiveError(TRUNCATED_ARCHIVE, f"gzip stream ends early: {exc}") from exc
-        except (gzip.BadGzipFile, zlib.error) as exc:
-            raise ArchiveError(CORRUPT_FILE, f"gzip stream is corrupt: {exc}") from exc
-
-
 class _CountingReader:
     """Passes reads through and counts the compressed bytes handed to the decoder."""
 
@@ -62,30 +49,76 @@ class _CountingReader:
         return data
 
 
-class _ZstdStream:
-    def __init__(self, fileobj: BinaryIO, compressed_size: int) -> None:
-        self._problem = zstd_frames_problem(fileobj)
+def _gzip_reader(fileobj: BinaryIO) -> gzip.GzipFile:
+    return gzip.GzipFile(fileobj=fileobj, mode="rb")
+
+
+def _zstd_reader(fileobj: BinaryIO) -> zstandard.ZstdDecompressionReader:
+    return zstandard.ZstdDecompressor().stream_reader(fileobj, read_across_frames=True)
+
+
+def _gzip_read(reader: gzip.GzipFile, size: int) -> bytes:
+    try:
+        # read1 returns what one decode step produced, so a truncation loses no decoded bytes.
+        return reader.read1(size)
+    except EOFError as exc:
+        raise ArchiveError(TRUNCATED_ARCHIVE, f"gzip stream ends early: {exc}") from exc
+    except (gzip.BadGzipFile, zlib.error) as exc:
+        raise ArchiveError(CORRUPT_FILE, f"gzip stream is corrupt: {exc}") from exc
+
+
+def _zstd_read(reader: zstandard.ZstdDecompressionReader, size: int) -> bytes:
+    try:
+        return reader.read(size)
+    except zstandard.ZstdError as exc:
+        raise ArchiveError(CORRUPT_FILE, f"zstd stream is corrupt: {exc}") from exc
+
+
+class _CheckedStream:
+    """Decoded bytes of a gzip or zstd file that was verified end to end before the first read.
+
+    A corrupt archive (bad CRC or checksum, invalid deflate data) can decode into plausible garbage
+    before the codec notices, so it fails on the first read and no record of it is trusted. A merely
+    truncated archive streams normally and fails where its data ends.
+    """
+
+    def __init__(self, fileobj: BinaryIO, fmt: str) -> None:
+        size = os.fstat(fileobj.fileno()).st_size
+        self._is_gzip = fmt == JSONL_GZ
+        self._problem = _verify(fileobj, self._is_gzip, size)
         fileobj.seek(0)
-        self._source = _CountingReader(fileobj)
-        self._compressed_size = compressed_size
-        self._reader = zstandard.ZstdDecompressor().stream_reader(self._source, read_across_frames=True)
+        self._reader = _gzip_reader(fileobj) if self._is_gzip else _zstd_reader(fileobj)
 
     def read(self, size: int) -> bytes:
-        try:
-            data = self._reader.read(size)
-        except zstandard.ZstdError as exc:
-            raise ArchiveError(CORRUPT_FILE, f"zstd stream is corrupt: {exc}") from exc
-        if data:
-            return data
-        if self._problem is not None:
-            reason, message = self._problem
-            raise ArchiveError(reason, message)
-        if self._source.consumed < self._compressed_size:
-            raise ArchiveError(
-                CORRUPT_FILE,
-                f"zstd decoder stopped at compressed byte {self._source.consumed} of {self._compressed_size}",
-            )
-        return b""
+        if self._problem is not None and self._problem.reason == CORRUPT_FILE:
+            raise self._problem
+        data = _gzip_read(self._reader, size) if self._is_gzip else _zstd_read(self._reader, size)
+        if not data and self._problem is not None:
+            raise self._problem  # zstd's reader ends quietly on a cut frame
+        return data
+
+
+def _verify(fileobj: BinaryIO, is_gzip: bool, compressed_size: int) -> ArchiveError | None:
+    """Decode the whole file once, discarding output; return the first problem found."""
+    if not is_gzip:
+        problem = zstd_frames_problem(fileobj)
+        if problem is not None:
+            return ArchiveError(*problem)
+        fileobj.seek(0)
+    source = _CountingReader(fileobj)
+    reader = _gzip_reader(source) if is_gzip else _zstd_reader(source)  # type: ignore[arg-type]
+    decoded = 0
+    try:
+        while chunk := (_gzip_read(reader, READ_CHUNK) if is_gzip else _zstd_read(reader, READ_CHUNK)):
+            decoded += len(chunk)
+    except ArchiveError as exc:
+        exc.args = (f"{exc.args[0]} (after {decoded} decoded bytes)",)
+        return exc
+    if not is_gzip and source.consumed < compressed_size:
+        return ArchiveError(
+            CORRUPT_FILE, f"zstd decoder stopped at compressed byte {source.consumed} of {compressed_size}"
+        )
+    return None
 
 
 _ZSTD_FRAME_MAGIC = 0xFD2FB528
@@ -159,9 +192,7 @@ def open_decoded(path: Path, fmt: str) -> Iterator[ByteStream]:
     with open(path, "rb", buffering=READ_CHUNK) as raw:
         if fmt == JSONL:
             yield raw
-        elif fmt == JSONL_GZ:
-            yield _GzipStream(raw)
-        elif fmt == JSONL_ZST:
-            yield _ZstdStream(raw, compressed_size=os.fstat(raw.fileno()).st_size)
+        elif fmt in (JSONL_GZ, JSONL_ZST):
+            yield _CheckedStream(raw, fmt)
         else:
             raise ValueError(f"{fmt!r} is not a line-oriented format")
