@@ -10,10 +10,17 @@ from fm_assets.sensors import landing_batch_sensor
 from fm_assets.stage_asset import build_stage_asset
 
 check_chain()
+STAGE_ASSETS = [build_stage_asset(stage) for stage in STAGES]
 
-defs = Definitions(
-    assets=[*(build_stage_asset(stage) for stage in STAGES), dataset_release],
-    jobs=[preprocess_job, release_job],
-    sensors=[landing_batch_sensor],
-    resources=build_resources(),
-)
+
+def build_definitions(profile: str | None = None) -> Definitions:
+    """Definitions bound to the resources of ``profile`` (read from the environment now)."""
+    return Definitions(
+        assets=[*STAGE_ASSETS, dataset_release],
+        jobs=[preprocess_job, release_job],
+        sensors=[landing_batch_sensor],
+        resources=build_resources(profile),
+    )
+
+
+defs = build_definitions()

@@ -20,6 +20,8 @@ def build_resources(profile: str | None = None) -> dict[str, Any]:
         "store": ObjectStoreResource(root=default_root(), s3_endpoint_url=env.get("FM_S3_ENDPOINT_URL")),
         "pipeline": PipelineConfigResource(
             seq_len=int(env.get("FM_SEQ_LEN", 2048)),
+            land_rows_per_part=int(env.get("FM_LAND_ROWS_PER_PART", 5000)),
+            rows_per_shard=int(env.get("FM_ROWS_PER_SHARD", 1024)),
             blocklist_file=env.get("FM_BLOCKLIST_FILE"),
             progress=env.get("FM_PROGRESS", "1") != "0",
         ),

@@ -49,11 +49,12 @@ def run_batches(
     batches: list[str] | None = None, *, release: bool = True, console: Console | None = None
 ) -> dict[str, str]:
     """Materialize every stage for ``batches`` (default: all complete ones); returns {batch: error} for failures."""
-    from fm_assets.definitions import defs
+    from fm_assets.definitions import build_definitions
     from fm_assets.pipeline import STAGES
 
     console = console or Console(stderr=True)
     instance = dagster_instance()
+    defs = build_definitions()
     store = defs.resources["store"].store()
     landed = list_complete_batches(store)
     wanted = batches or landed

@@ -1,0 +1,26 @@
+# One command each: `make demo` (set up + run the main job), `make test` (set up + run the tests).
+.PHONY: setup demo test test-fast lint bench ui
+
+setup:
+	bash scripts/setup.sh
+
+demo: setup
+	.venv/bin/fm --root $${FM_ROOT:-./fm_data} demo
+
+test: setup
+	.venv/bin/ruff check .
+	.venv/bin/python -m pytest -q
+
+test-fast: setup
+	.venv/bin/python -m pytest -q -m "not slow"
+
+lint:
+	.venv/bin/ruff check .
+
+bench: setup
+	.venv/bin/python bench/pipeline.py
+	.venv/bin/python bench/loader.py
+	.venv/bin/python bench/dedup.py
+
+ui: setup
+	FM_ROOT=$${FM_ROOT:-$$(pwd)/fm_data} DAGSTER_HOME=$${DAGSTER_HOME:-$$(pwd)/fm_data/dagster_home} .venv/bin/dagster dev -w workspace.yaml

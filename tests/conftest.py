@@ -1,0 +1,63 @@
+"""Shared fixtures: a small slice of real public text, a trained tokenizer, an isolated FM_ROOT + DAGSTER_HOME."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("DAGSTER_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("FM_PROGRESS", "0")
+
+SAMPLE_DOCS_PER_PACKAGE = 60
+
+
+@pytest.fixture(scope="session")
+def real_sample(tmp_path_factory) -> dict:
+    """Real documents from the Debian doc packages (or the Python-stdlib fallback), fetched once per session."""
+    from fm_assets.sample_data import fetch_sample_data
+
+    cache = os.environ.get("FM_TEST_SAMPLE_CACHE")
+    dest = Path(cache) if cache else tmp_path_factory.mktemp("sample")
+    return fetch_sample_data(dest, max_docs=SAMPLE_DOCS_PER_PACKAGE, progress=False)
+
+
+@pytest.fixture(scope="session")
+def tokenizer_file(real_sample, tmp_path_factory) -> Path:
+    """A byte-level BPE trained on the sample (so every e2e test tokenizes with the same ids)."""
+    import json
+
+    from fm_resources.object_store import ObjectStore
+    from fm_resources.tokenizer_registry import TokenizerRegistry
+
+    root = tmp_path_factory.mktemp("tok")
+    registry = TokenizerRegistry(ObjectStore(str(root / "store")))
+
+    def texts():
+        for package in sorted(real_sample["packages"]):
+            for path in sorted((Path(real_sample["dest"]) / package).glob("*.jsonl")):
+                for line in path.read_text().splitlines():
+                    yield json.loads(line)["text"]
+
+    sha = registry.train_bpe(texts(), vocab_size=2048)
+    out = root / "tokenizer.json"
+    out.write_bytes(registry.store.read_bytes(f"tokenizers/{sha}.json"))
+    return out
+
+
+@pytest.fixture
+def fm_env(tmp_path, monkeypatch, tokenizer_file):
+    """An isolated platform: FM_ROOT, DAGSTER_HOME and small work units so tests exercise resume paths."""
+    root = tmp_path / "root"
+    monkeypatch.setenv("FM_ROOT", str(root))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    monkeypatch.setenv("FM_TOKENIZER_FILE", str(tokenizer_file))
+    monkeypatch.setenv("FM_SEQ_LEN", "512")
+    monkeypatch.setenv("FM_LAND_ROWS_PER_PART", "25")
+    monkeypatch.setenv("FM_ROWS_PER_SHARD", "64")
+    monkeypatch.setenv("FM_SPARK_MASTER", "local[2]")
+    (tmp_path / "dagster_home").mkdir()
+    (tmp_path / "dagster_home" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    return root

@@ -1,0 +1,71 @@
+"""kill -9 in the middle of a stage: the re-run resumes committed units and ends byte-identical to a clean run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fm_assets.landing import land_batch
+from fm_assets.pipeline import STAGE_NAMES
+from fm_assets.refs import read_success
+from fm_resources.object_store import ObjectStore
+
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
+
+
+def _fm(env: dict[str, str], *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "fm_assets.cli", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _committed_units(root: Path, stage: str) -> int:
+    return sum(1 for _ in (root / "stages" / stage).glob("*/*/_units/*.json"))
+
+
+def _stage_versions(store: ObjectStore, batch: str) -> dict[str, str]:
+    return {stage: read_success(store, stage, batch)["data_version"] for stage in STAGE_NAMES}
+
+
+def test_kill_minus_nine_then_resume_is_byte_identical(fm_env, real_sample, tmp_path):
+    package = sorted(real_sample["packages"])[0]
+    src = Path(real_sample["dest"]) / package
+    env = {**os.environ, "FM_ROOT": str(fm_env)}
+
+    store = ObjectStore(str(fm_env))
+    batch = land_batch(store, src, source="crashy", license_id="MIT", namespace="cloud", batch_id="b-crash").batch
+    proc = _fm(env, "run", batch)
+    deadline = time.time() + 240
+    while _committed_units(fm_env, "filter") < 1 and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.005)
+    assert proc.poll() is None, "the run finished before it could be killed; use smaller units"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    killed_at = _committed_units(fm_env, "filter")
+    assert killed_at >= 1
+    assert not list((fm_env / "stages" / "filter").glob("*/*/_SUCCESS.json"))
+
+    resumed = _fm(env, "run", batch)
+    _, err = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, err.decode()[-3000:]
+    success = read_success(store, "filter", batch)
+    assert success["units_skipped"] == killed_at  # committed units were not redone
+    assert success["units_computed"] == len(success["units"]) - killed_at
+
+    clean_root = tmp_path / "clean"
+    clean_store = ObjectStore(str(clean_root))
+    land_batch(clean_store, src, source="crashy", license_id="MIT", namespace="cloud", batch_id="b-crash")
+    clean = _fm({**env, "FM_ROOT": str(clean_root), "DAGSTER_HOME": str(tmp_path / "dagster_home")}, "run", batch)
+    _, err = clean.communicate(timeout=600)
+    assert clean.returncode == 0, err.decode()[-3000:]
+    assert _stage_versions(store, batch) == _stage_versions(clean_store, batch)
+    shard_prefix = read_success(store, "shard", batch)["prefix"]
+    clean_prefix = read_success(clean_store, "shard", batch)["prefix"]
+    shard_files = sorted(p.name for p in (fm_env / shard_prefix).glob("shard-*"))
+    assert shard_files
+    for name in shard_files:
+        assert (fm_env / shard_prefix / name).read_bytes() == (clean_root / clean_prefix / name).read_bytes()
