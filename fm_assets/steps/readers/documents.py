@@ -68,8 +68,9 @@ def iter_document(path: Path, fmt: str, *, max_record_bytes: int) -> Iterator[Ra
     url = None
     if fmt == HTML:
         try:
-            extracted = extract_html_text(data, encoding=encoding)
-        except (lxml.etree.ParserError, ValueError) as exc:
+            # Re-encoded as UTF-8 so libxml2 never has to know the declared charset's name.
+            extracted = extract_html_text(data if encoding == "utf-8" else decoded.encode("utf-8"))
+        except (lxml.etree.LxmlError, ValueError, LookupError) as exc:
             yield reject(0, CORRUPT_FILE, data, error=str(exc), format=fmt)
             return
         text, url = extracted.text, extracted.canonical_url

@@ -37,9 +37,9 @@ def _squash(text: str) -> str:
     return _BLANK_LINES.sub("\n\n", "\n".join(lines)).strip()
 
 
-def extract_html_text(html: bytes, encoding: str = "utf-8") -> HtmlText:
-    """Parse ``html`` (bytes in ``encoding``) and return its visible text, title and canonical URL."""
-    parser = lxml.html.HTMLParser(encoding=encoding, remove_comments=True, remove_pis=True)
+def extract_html_text(html: bytes) -> HtmlText:
+    """Parse ``html`` (UTF-8 bytes) and return its visible text, title and canonical URL."""
+    parser = lxml.html.HTMLParser(encoding="utf-8", remove_comments=True, remove_pis=True)
     root = lxml.html.document_fromstring(html, parser=parser)
     title_element = root.find(".//title")
     title = _squash(title_element.text_content()) if title_element is not None else None
