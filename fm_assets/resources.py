@@ -24,6 +24,7 @@ def build_resources(profile: str | None = None) -> dict[str, Any]:
             rows_per_shard=int(env.get("FM_ROWS_PER_SHARD", 1024)),
             blocklist_file=env.get("FM_BLOCKLIST_FILE"),
             progress=env.get("FM_PROGRESS", "1") != "0",
+            near_dedup=env.get("FM_NEAR_DEDUP", "1") != "0",
         ),
         "tokenizers": TokenizerRegistryResource(tokenizer_file=env.get("FM_TOKENIZER_FILE")),
         "spark": SparkResource(master=env.get("FM_SPARK_MASTER", "local[2]" if profile == "local" else "local[*]")),

@@ -5,9 +5,30 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Any
 
+from fm_assets.checks import CheckOutcome, StageCheck
 from fm_assets.stage import StageContext
+from fm_assets.stage_runtime import iter_parquet_batches
 from fm_assets.stages.record_stage import RecordStage, Rejection
 from fm_assets.steps.decontam import ContaminationIndex, load_default_eval_index
+
+
+def check_no_contamination(store, success: dict[str, Any], stage: Any) -> CheckOutcome:
+    """Re-scan every kept document against the eval index: none may match (blocking: leakage must not reach shards)."""
+    if not success["config"]["enabled"]:
+        return CheckOutcome(True, {"enabled": False}, "decontamination disabled by configuration")
+    min_matches = success["config"]["min_matches"]
+    leaked = scanned = 0
+    for part in success["parts"]:
+        for record_batch in iter_parquet_batches(store, part, columns=["text"]):
+            for text in record_batch["text"].to_pylist():
+                scanned += 1
+                leaked += stage.index.check(text)[0] >= min_matches
+    removed = success["rejects_by_reason"].get("eval_contamination", 0)
+    return CheckOutcome(
+        leaked == 0,
+        {"scanned": scanned, "contaminated_in_output": leaked, "removed": removed, "eval_index": stage.index.fingerprint()},
+        "no kept document shares an eval n-gram",
+    )
 
 
 class DecontaminateStage(RecordStage):
@@ -15,6 +36,7 @@ class DecontaminateStage(RecordStage):
     code_version = "decontam-v1"
     upstream = "normalize"
     description = "Eval-set n-gram overlap removal."
+    checks = (StageCheck("no_eval_contamination", "kept documents do not overlap the eval sets", check_no_contamination),)
 
     @cached_property
     def index(self) -> ContaminationIndex:

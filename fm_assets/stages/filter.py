@@ -4,10 +4,24 @@ from __future__ import annotations
 
 from typing import Any
 
+from fm_assets.checks import CheckOutcome, StageCheck
 from fm_assets.stage import StageContext
 from fm_assets.stages.record_stage import RecordStage, Rejection
 from fm_assets.steps.langid import detect_language
 from fm_assets.steps.quality import QualityConfig, evaluate_quality
+
+MAX_FILTER_REJECT_FRACTION = 0.5
+
+
+def check_filter_reject_rate(store, success: dict[str, Any], stage: Any) -> CheckOutcome:
+    """Warn when the filters drop more than half a batch: usually a mis-tuned rule or a broken source."""
+    counts = success["counts"]
+    fraction = counts["records_rejected"] / counts["records_in"] if counts["records_in"] else 0.0
+    return CheckOutcome(
+        fraction <= MAX_FILTER_REJECT_FRACTION,
+        {"reject_fraction": round(fraction, 4), "by_reason": success["rejects_by_reason"]},
+        f"filters drop at most {MAX_FILTER_REJECT_FRACTION:.0%} of a batch",
+    )
 
 
 class FilterStage(RecordStage):
@@ -17,6 +31,7 @@ class FilterStage(RecordStage):
     description = "Language ID and heuristic quality rules; every drop carries its rule as reason."
 
     quality = QualityConfig()
+    checks = (StageCheck("reject_rate", "share of documents the filters drop", check_filter_reject_rate, blocking=False, warn_only=True),)
 
     def config(self, ctx: StageContext) -> dict[str, Any]:
         return {

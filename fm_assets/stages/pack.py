@@ -12,10 +12,21 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from fm_assets.checks import CheckOutcome, StageCheck
 from fm_assets.stage import Stage, StageContext
 from fm_assets.stage_runtime import StageRun, UnitResult, UnitWriter, WorkUnit
 from fm_assets.steps.packing import best_fit_decreasing, split_documents
 from fm_assets.steps.token_records import PACKED_SCHEMA, flat_tokens, token_list_array
+
+
+def check_packing_efficiency(store, success: dict[str, Any], stage: Any) -> CheckOutcome:
+    efficiency = success["artifacts"]["packing_efficiency"]
+    floor = success["config"]["min_packing_efficiency"]
+    return CheckOutcome(
+        efficiency >= floor,
+        {"packing_efficiency": efficiency, "floor": floor, "rows": success["extra"].get("rows", 0)},
+        f"packed tokens / (rows x T) must be at least {floor}",
+    )
 
 
 class PackStage(Stage):
@@ -24,9 +35,14 @@ class PackStage(Stage):
     upstream = "tokenize"
     description = "Best-fit-decreasing packing into rows of seq_len tokens; only documents longer than T split."
     output_schema = PACKED_SCHEMA
+    checks = (StageCheck("packing_efficiency", "packing-efficiency floor", check_packing_efficiency),)
 
     def config(self, ctx: StageContext) -> dict[str, Any]:
-        return {"seq_len": ctx.settings.seq_len, "tokens_per_unit": ctx.settings.pack_tokens_per_unit}
+        return {
+            "seq_len": ctx.settings.seq_len,
+            "tokens_per_unit": ctx.settings.pack_tokens_per_unit,
+            "min_packing_efficiency": ctx.settings.min_packing_efficiency,
+        }
 
     def plan(self, ctx: StageContext) -> list[WorkUnit]:
         assert ctx.upstream is not None

@@ -5,9 +5,26 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from fm_assets.checks import CheckOutcome, StageCheck
 from fm_assets.stage import StageContext
 from fm_assets.stages.record_stage import RecordStage, Rejection
 from fm_assets.steps.pii import find_pii
+
+MAX_PII_DOC_FRACTION = 0.05
+
+
+def check_pii_prevalence(store, success: dict[str, Any], stage: Any) -> CheckOutcome:
+    """Warn when more than 5% of documents carry PII: the source may need a scrubbing pass before release."""
+    extra = success["extra"]
+    checked = extra.get("pii_checked_docs", 0)
+    flagged = extra.get("pii_docs", 0)
+    fraction = flagged / checked if checked else 0.0
+    kinds = {k.removeprefix("pii_"): v for k, v in extra.items() if k.startswith("pii_") and k not in ("pii_docs", "pii_checked_docs")}
+    return CheckOutcome(
+        fraction <= MAX_PII_DOC_FRACTION,
+        {"docs_checked": checked, "docs_flagged": flagged, "flagged_fraction": round(fraction, 5), "by_kind": kinds},
+        f"at most {MAX_PII_DOC_FRACTION:.0%} of documents carry PII",
+    )
 
 
 class PiiPreflagStage(RecordStage):
@@ -15,6 +32,7 @@ class PiiPreflagStage(RecordStage):
     code_version = "pii-v1"
     upstream = "validate"
     description = "PII pre-flag (emails, phones, IPs, cards, IBANs, SSNs) and namespace quarantine."
+    checks = (StageCheck("pii_prevalence", "share of documents with PII", check_pii_prevalence, blocking=False, warn_only=True),)
 
     def config(self, ctx: StageContext) -> dict[str, Any]:
         return {"quarantine_namespace_rejected": ctx.settings.quarantine_namespace_rejected}

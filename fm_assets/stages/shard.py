@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from fm_assets.checks import CheckOutcome, StageCheck
 from fm_assets.stage import Stage, StageContext
 from fm_assets.stage_runtime import StageRun, UnitResult, UnitWriter, WorkUnit, units_from_parts
 from fm_assets.steps.token_records import SHARD_ROWS_SCHEMA, flat_tokens
@@ -23,12 +24,31 @@ from fm_loader.manifest import DatasetManifest, ShardEntry
 MANIFEST = "manifest.json"
 
 
+def check_shard_integrity(store, success: dict[str, Any], stage: Any) -> CheckOutcome:
+    """Every shard listed in the manifest exists with the recorded sha256, and row counts add up."""
+    import hashlib
+
+    manifest = DatasetManifest.from_json(store.read_bytes(success["artifacts"]["manifest"]))
+    bad = []
+    for entry in manifest.shards:
+        digest = hashlib.sha256(store.read_bytes(f"{success['prefix']}/{entry.path}")).hexdigest()
+        if digest != entry.sha256:
+            bad.append(entry.path)
+    rows_match = manifest.rows == success["counts"]["records_out"]
+    return CheckOutcome(
+        not bad and rows_match,
+        {"shards": len(manifest.shards), "bad_shards": bad, "manifest_rows": manifest.rows, "rows_out": success["counts"]["records_out"]},
+        "shard files match their manifest sha256 and every packed row is in a shard",
+    )
+
+
 class ShardStage(Stage):
     name = "shard"
     code_version = "shard-v1"
     upstream = "pack"
     description = "WebDataset shards (fm_loader format) and the partition's dataset manifest."
     output_schema = SHARD_ROWS_SCHEMA
+    checks = (StageCheck("shard_integrity", "shards match manifest sha256; rows complete", check_shard_integrity),)
 
     def config(self, ctx: StageContext) -> dict[str, Any]:
         return {"rows_per_shard": ctx.settings.rows_per_shard}
