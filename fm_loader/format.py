@@ -1,6 +1,7 @@
 """The shard format: WebDataset ``.tar`` files of packed rows plus a per-shard row index.
 
-A shard ``<name>.tar`` holds, for row ``r`` (key ``%08d``), three members in this order:
+A shard ``<name>.tar`` holds, for row ``r`` (key ``<name>/%08d``: unique across shards, which Energon
+requires, and traceable to the shard), three members in this order:
 
 * ``<key>.doclens`` - document lengths of the row, little-endian int32;
 * ``<key>.json``    - ``{"doc_ids": [...], "n_tokens": n, "dtype": "uint16", "checksum": "<xxh3-64 hex>"}``;
@@ -147,7 +148,7 @@ def encode_shard(rows: Iterable[PackedRow], shard_name: str, seq_len: int, vocab
 
     for index, row in enumerate(rows):
         row.validate(seq_len, vocab_size)
-        key = f"{index:08d}"
+        key = f"{shard_name}/{index:08d}"
         tokens = np.ascontiguousarray(row.tokens, dtype=dtype).tobytes()
         doclens_arr = np.asarray(row.doc_lens, dtype="<i4")
         doclens = doclens_arr.tobytes()

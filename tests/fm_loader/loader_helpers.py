@@ -15,7 +15,9 @@ def random_rows(rng: np.random.Generator, count: int, seq_len: int, vocab: int, 
         n = int(rng.integers(1, seq_len + 1))
         cuts = sorted(set(rng.integers(1, n, size=int(rng.integers(0, 4))).tolist())) if n > 1 else []
         doc_lens = np.diff([0, *cuts, n]).tolist()
-        rows.append(PackedRow(rng.integers(0, vocab, n), doc_lens, [f"{tag}:{r}:{i}" for i in range(len(doc_lens))]))
+        rows.append(
+            PackedRow(rng.integers(0, vocab, n), doc_lens, [f"{tag}:{r}:{i}" for i in range(len(doc_lens))])
+        )
     return rows
 
 
@@ -33,7 +35,9 @@ def make_dataset(
     os.makedirs(os.path.join(folder, "shards"), exist_ok=True)
     entries = []
     for s, count in enumerate(shard_rows):
-        enc = encode_shard(random_rows(rng, count, seq_len, vocab, f"{name}{s}"), f"shard-{s:06d}", seq_len, vocab)
+        enc = encode_shard(
+            random_rows(rng, count, seq_len, vocab, f"{name}{s}"), f"shard-{s:06d}", seq_len, vocab
+        )
         for file_name, data in enc.files.items():
             with open(os.path.join(folder, "shards", file_name), "wb") as f:
                 f.write(data)

@@ -6,6 +6,7 @@ import io
 import json
 import os
 import tarfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,7 +25,9 @@ def test_identical_rows_give_identical_bytes_and_tar_metadata_is_neutral():
     assert set(a.files) == {"shard-000003.tar", "shard-000003.idx"}
     with tarfile.open(fileobj=io.BytesIO(a.files["shard-000003.tar"])) as tar:
         members = tar.getmembers()
-    assert [m.name for m in members[:3]] == ["00000000.doclens", "00000000.json", "00000000.tokens"]
+    assert [m.name for m in members[:3]] == [
+        f"shard-000003/00000000.{ext}" for ext in ("doclens", "json", "tokens")
+    ]
     assert all(m.mtime == 0 and m.uid == 0 and m.uname == "" for m in members)
     assert a.info.rows == 20 and a.info.tokens == sum(len(r.tokens) for r in rows)
 
@@ -35,7 +38,9 @@ def test_uint32_tokens_for_large_vocab_and_row_roundtrip():
     index = decode_index(enc.files["s.idx"])
     assert index.token_itemsize == 4
     got = decode_row(enc.files["s.tar"], index, 0)
-    assert got.tokens.tolist() == [70000, 5, 65535] and got.doc_lens == [2, 1] and got.doc_ids == ["a:0", "a:1"]
+    assert (
+        got.tokens.tolist() == [70000, 5, 65535] and got.doc_lens == [2, 1] and got.doc_ids == ["a:0", "a:1"]
+    )
 
 
 @pytest.mark.parametrize(
@@ -60,7 +65,7 @@ def test_webdataset_reads_every_sample_byte_exact(tmp_path):
     samples = list(wds.WebDataset(str(path), shardshuffle=False))
     assert len(samples) == len(rows)
     for i, (sample, row) in enumerate(zip(samples, rows, strict=True)):
-        assert sample["__key__"] == f"{i:08d}"
+        assert sample["__key__"] == f"shard-000000/{i:08d}"
         assert sample["tokens"] == np.asarray(row.tokens, dtype="<u2").tobytes()
         assert sample["doclens"] == np.asarray(row.doc_lens, dtype="<i4").tobytes()
         meta = json.loads(sample["json"])
@@ -81,14 +86,16 @@ def test_manifest_roundtrip_relative_paths_and_read_rows(tmp_path):
     )  # fmt: skip
     other.save(str(tmp_path / "release" / "manifest.json"))
     got = list(read_rows(str(tmp_path / "release" / "manifest.json")))
-    assert [(name, idx) for _, name, idx in got][:6] == [("shard-000000", i) for i in range(5)] + [("shard-000001", 0)]
+    assert [(name, idx) for _, name, idx in got][:6] == [("shard-000000", i) for i in range(5)] + [
+        ("shard-000001", 0)
+    ]
     assert len(list(read_rows(path, limit=3))) == 3
     assert os.path.exists(tmp_path / "release" / "manifest.json")
 
 
 def test_manifest_with_foreign_schema_fingerprint_is_refused(tmp_path):
     path = make_dataset(str(tmp_path), [3])
-    doc = json.loads(open(path).read())
+    doc = json.loads(Path(path).read_text())
     doc["schema_fingerprint"] = "0" * 16
     with pytest.raises(ValueError, match="schema fingerprint"):
         DatasetManifest.from_json(json.dumps(doc))

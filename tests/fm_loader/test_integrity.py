@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,23 +24,26 @@ def dataset(tmp_path_factory):
 def _token_span(manifest_path: str, shard: int, row: int) -> tuple[str, int, int]:
     manifest = DatasetManifest.load(manifest_path)
     entry = manifest.shards[shard]
-    index = decode_index(open(manifest.index_uri(entry), "rb").read())
+    index = decode_index(Path(manifest.index_uri(entry)).read_bytes())
     rec = index.records[row]
     return manifest.shard_uri(entry), int(rec["tokens_offset"]), int(rec["n_tokens"]) * 2
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
-@given(shard=st.integers(0, 1), row=st.integers(0, 8), flips=st.lists(st.integers(0, 10**6), min_size=1, max_size=4))
+@given(
+    shard=st.integers(0, 1),
+    row=st.integers(0, 8),
+    flips=st.lists(st.integers(0, 10**6), min_size=1, max_size=4),
+)
 def test_random_bit_flips_in_a_row_are_always_detected(dataset, tmp_path_factory, shard, row, flips):
     folder = tmp_path_factory.mktemp("flip")
     path = make_dataset(str(folder), [12, 9], seq_len=24)  # same seed -> same bytes as `dataset`
     tar, start, size = _token_span(path, shard, row)
-    data = bytearray(open(tar, "rb").read())
+    data = bytearray(Path(tar).read_bytes())
     bits = sorted({f % (size * 8) for f in flips})
     for bit in bits:
         data[start + bit // 8] ^= 1 << (bit % 8)
-    with open(tar, "wb") as f:
-        f.write(data)
+    Path(tar).write_bytes(bytes(data))
     with pytest.raises(CorruptRowError) as err:
         collect(Loader(path, global_batch_size=7))
     assert err.value.row == row and err.value.shard.endswith(f"shard-{shard:06d}.tar")
@@ -51,9 +55,9 @@ def test_random_bit_flips_in_a_row_are_always_detected(dataset, tmp_path_factory
 def test_corrupt_index_is_refused(dataset, tmp_path):
     path = make_dataset(str(tmp_path), [5], seq_len=24)
     idx = os.path.join(tmp_path, "shards", "shard-000000.idx")
-    data = bytearray(open(idx, "rb").read())
+    data = bytearray(Path(idx).read_bytes())
     data[40] ^= 4
-    open(idx, "wb").write(bytes(data))
+    Path(idx).write_bytes(bytes(data))
     with pytest.raises(CorruptRowError, match="index"):
         collect(Loader(path, global_batch_size=2))
 
@@ -69,15 +73,15 @@ def test_tokenizer_and_vocab_pins_refuse_to_start(dataset):
 def test_mixture_of_different_tokenizers_refuses(tmp_path):
     make_dataset(str(tmp_path / "a"), [4], name="a")
     make_dataset(str(tmp_path / "b"), [4], name="b", tokenizer_hash="other")
-    (tmp_path / "m.yaml").write_text("sources:\n  - manifest: a/manifest.json\n  - manifest: b/manifest.json\n")
+    (tmp_path / "m.yaml").write_text(
+        "sources:\n  - manifest: a/manifest.json\n  - manifest: b/manifest.json\n"
+    )
     with pytest.raises(PinningError, match="different tokenizers"):
         Loader(str(tmp_path / "m.yaml"), global_batch_size=2)
 
 
 def test_derived_fields_match_a_per_row_reference(dataset):
-    rows = {
-        (name, idx): row for row, name, idx in read_rows(dataset)
-    }
+    rows = {(name, idx): row for row, name, idx in read_rows(dataset)}
     manifest = DatasetManifest.load(dataset)
     offsets = np.cumsum([0] + [s.rows for s in manifest.shards])
     by_sample = {int(offsets[int(n[-6:])] + i): r for (n, i), r in rows.items()}
@@ -93,7 +97,7 @@ def test_derived_fields_match_a_per_row_reference(dataset):
             labels, pos, seg = [], [], []
             for d, length in enumerate(row.doc_lens):
                 start = sum(row.doc_lens[:d])
-                labels += row.tokens[start + 1 : start + length].tolist() + [-100]
+                labels += [*row.tokens[start + 1 : start + length].tolist(), -100]
                 pos += list(range(length))
                 seg += [d + 1] * length
             assert batch["labels"][b].tolist() == labels + [-100] * (T - n)

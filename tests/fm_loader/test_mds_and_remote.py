@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from pathlib import Path
 
 import fsspec
 import numpy as np
@@ -18,7 +19,7 @@ FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "mds")
 
 
 def test_mds_token_column_read_in_place_matches_what_mdswriter_wrote():
-    expected = json.load(open(os.path.join(FIXTURE, "tokens_expected.json")))
+    expected = json.loads(Path(os.path.join(FIXTURE, "tokens_expected.json")).read_text())
     spec = {"sources": [{"mds": os.path.join(FIXTURE, "tokens"), "seq_len": 32, "vocab_size": 1000}]}
     loader = Loader(spec, global_batch_size=8)
     seen = {}
@@ -39,7 +40,12 @@ def test_mds_mixed_with_our_shards_in_one_yaml(tmp_path):
         "    tokenizer_hash: t1\nepoch_rows: 60\n"
     )
     ranks = [Loader(str(tmp_path / "mix.yaml"), global_batch_size=6, rank=r, world_size=3) for r in range(3)]
-    merged = [s for step in zip(*[list(r) for r in ranks], strict=True) for b in step for s in b["sample_ids"].tolist()]
+    merged = [
+        s
+        for step in zip(*[list(r) for r in ranks], strict=True)
+        for b in step
+        for s in b["sample_ids"].tolist()
+    ]
     assert [s >> 48 for s in merged].count(1) == 20 and len(merged) == 60
 
 
@@ -65,7 +71,7 @@ def test_mds_text_tokenized_and_packed_on_the_fly_is_deterministic_and_resumable
     again.load_state_dict(state)
     rest = [s for s in collect(again) if s >= 0]
     assert [s for b in first for s in b["sample_ids"].tolist()] + rest == full
-    text = json.load(open(os.path.join(FIXTURE, "text_expected.json")))
+    text = json.loads(Path(os.path.join(FIXTURE, "text_expected.json")).read_text())
     batch = Loader(spec, global_batch_size=4, cache_dir=cache).batch_at(0, 0)
     n_eos = int((batch["input_ids"] == 1).sum())
     assert n_eos >= 1 and len(full) >= len(text) * 10 // 48
@@ -77,7 +83,7 @@ def test_remote_shards_go_through_a_bounded_lru_cache(tmp_path):
     for root, _, files in os.walk(tmp_path / "ds"):
         for name in files:
             rel = os.path.relpath(os.path.join(root, name), tmp_path / "ds")
-            fs.pipe(f"/bucket/ds/{rel}", open(os.path.join(root, name), "rb").read())
+            fs.pipe(f"/bucket/ds/{rel}", Path(os.path.join(root, name)).read_bytes())
     remote = "memory://bucket/ds/manifest.json"
     tar_size = os.path.getsize(tmp_path / "ds" / "shards" / "shard-000000.tar")
     budget = int(tar_size * 2.5)
@@ -105,7 +111,7 @@ def test_energon_reads_our_shards(tmp_path):
         worker_config=energon.WorkerConfig.default_worker_config(0), split_part="train",
     )  # fmt: skip
     got = {}
-    for sample in ds:
+    for sample in energon.get_loader(ds):
         key = sample.__key__[0] if isinstance(sample.__key__, list) else sample.__key__
         got[key] = sample
         if len(got) >= 16:

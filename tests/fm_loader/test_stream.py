@@ -26,7 +26,9 @@ def single_stream(path: str, epochs: int = 1, gbs: int = 16) -> list[int]:
     return [s for s in collect(Loader(path, global_batch_size=gbs, epochs=epochs, prefetch=0)) if s >= 0]
 
 
-def ranks_stream(path: str, world: int, local: int, start_state: dict | None = None, epochs: int = 1) -> list[int]:
+def ranks_stream(
+    path: str, world: int, local: int, start_state: dict | None = None, epochs: int = 1
+) -> list[int]:
     """Interleave the per-rank slices of every global batch back into one stream."""
     per_rank = []
     for rank in range(world):
@@ -60,16 +62,16 @@ def test_epoch_has_every_row_once_and_epochs_repermute(dataset):
     local_b=st.integers(1, 6),
     steps=st.integers(0, 30),
 )
-def test_resume_under_another_world_size_continues_exactly(dataset, world_a, world_b, local_a, local_b, steps):
+def test_resume_under_another_world_size_continues_exactly(
+    dataset, world_a, world_b, local_a, local_b, steps
+):
     reference = single_stream(dataset, epochs=2)
     gbs = world_a * local_a
     loader = Loader(dataset, global_batch_size=gbs, rank=0, world_size=world_a, epochs=2, prefetch=1)
     it = iter(loader)
-    taken = 0
     for _ in range(steps):
         if next(it, None) is None:
             break
-        taken += 1
     state = json.loads(json.dumps(loader.state_dict()))  # must survive JSON
     assert set(state) == {"format", "fingerprint", "seed", "epoch", "rows_consumed"}
     consumed = state["epoch"] * 180 + state["rows_consumed"]
@@ -111,7 +113,9 @@ def test_state_from_another_dataset_or_seed_is_refused(dataset, tmp_path):
     with pytest.raises(ValueError, match="another stream"):
         Loader(dataset, global_batch_size=4).load_state_dict(state)
     with pytest.raises(ValueError, match="another stream"):
-        Loader(dataset, global_batch_size=4, seed=1).load_state_dict(Loader(dataset, global_batch_size=4).state_dict())
+        Loader(dataset, global_batch_size=4, seed=1).load_state_dict(
+            Loader(dataset, global_batch_size=4).state_dict()
+        )
 
 
 def test_hierarchical_shuffle_keeps_rows_inside_windows():
@@ -143,8 +147,8 @@ def test_mixture_shares_hold_in_every_window(counts, window):
 
 
 def test_mixture_yaml_weights_choose_and_tiled_upsampling(tmp_path):
-    a = make_dataset(str(tmp_path / "a"), [30, 30], seq_len=16, name="a")
-    b = make_dataset(str(tmp_path / "b"), [10], seq_len=16, name="b", seed=4)
+    make_dataset(str(tmp_path / "a"), [30, 30], seq_len=16, name="a")
+    make_dataset(str(tmp_path / "b"), [10], seq_len=16, name="b", seed=4)
     (tmp_path / "mix.yaml").write_text(
         "sources:\n  - manifest: a/manifest.json\n    choose: 60\n  - manifest: b/manifest.json\n    choose: 25\n"
     )
