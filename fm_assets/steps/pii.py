@@ -1,0 +1,184 @@
+"""PII pre-flagging: count likely personal data by kind. Records are flagged, never edited here.
+
+Kinds: ``email``, ``phone``, ``ipv4``, ``ipv6``, ``credit_card`` (Luhn + issuer prefix), ``iban``
+(country length + ISO 7064 mod-97), ``us_ssn``.
+
+False positives on technical documentation are kept low on purpose:
+- IP addresses count only when ``ipaddress`` calls them globally routable: private, loopback,
+  link-local, multicast, netmask-like and the RFC 5737 / RFC 3849 documentation ranges are
+  examples, not someone's address.
+- Dotted version numbers look like IPv4 (``1.2.3.4``, kernel ``2.6.32.5``). A dotted quad is
+  skipped when it is part of a longer dotted run (``1.2.3.4.5``), when a version word (version,
+  release, kernel, python, v, ...) precedes it closely, or when every octet is below 64: section
+  numbers ("see 11.1.7.3") and versions live there, and so does only 0.4% of the address space.
+- IPv6 counts only global unicast (2000::/3) addresses, which drops ``::1:123`` (netstat's
+  address:port), ``fe80::`` and the ``2001:db8::`` documentation prefix.
+- Emails at reserved example domains (example.com/.org/.net, *.example, *.test, *.invalid,
+  *.localhost) are placeholders and do not count.
+- Phone numbers need a phone shape (leading ``+``, a parenthesised area code, or the 3-3-4 NANP
+  grouping) and 10-15 digits, so dates, ISO timestamps and version strings do not match.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+PII_KINDS = ("email", "phone", "ipv4", "ipv6", "credit_card", "iban", "us_ssn")
+
+_EMAIL = re.compile(
+    r"(?<![\w.+-])[A-Za-z0-9][A-Za-z0-9._%+-]{0,63}@((?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,24})\b"
+)
+_RESERVED_EMAIL_DOMAIN = re.compile(
+    r"(^|\.)(example\.(com|org|net|edu)|example|test|invalid|localhost|local|localdomain)$", re.IGNORECASE
+)
+
+_IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w]|\.\d)")
+_VERSION_CONTEXT = re.compile(
+    r"(?:\bversions?|\breleases?|\bkernel|\blinux|\bpython|\bpackage|\bupgrade|\bupdate|\bbuild|"
+    r"\bv|\bver|\bpatch|\bfirmware)[\s:=_-]*\(?$",
+    re.IGNORECASE,
+)
+_IPV6_CANDIDATE = re.compile(r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![\w:.])")
+_GLOBAL_UNICAST = ipaddress.IPv6Network("2000::/3")
+
+_PHONE = re.compile(
+    r"(?<![\w+.-])(?:"
+    r"\+\d{1,3}[\s.-]?(?:\(\d{1,4}\)[\s.-]?)?\d{1,4}(?:[\s.-]?\d{2,4}){1,4}"  # +33 1 23 45 67 89
+    r"|\(\d{3}\)\s?\d{3}[\s.-]\d{4}"  # (555) 123-4567
+    r"|\d{3}[.-]\d{3}[.-]\d{4}"  # 555-123-4567
+    r")(?![\w.-]?\d)"
+)
+
+_CARD = re.compile(r"(?<![\w.-])(?:\d[ -]?){12,18}\d(?![\w.]|-\d)")
+_CARD_PREFIX = re.compile(r"^(4|5[1-5]|2[2-7]|3[47]|6(011|5|4[4-9])|35|30[0-5]|36|38)")
+
+_IBAN = re.compile(r"\b([A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?)\b")
+# ISO 13616 lengths per country (the common SEPA + a few others).
+_IBAN_LENGTHS = {
+    "AD": 24, "AT": 20, "BE": 16, "BG": 22, "CH": 21, "CY": 28, "CZ": 24, "DE": 22, "DK": 18,
+    "EE": 20, "ES": 24, "FI": 18, "FR": 27, "GB": 22, "GR": 27, "HR": 21, "HU": 28, "IE": 22,
+    "IS": 26, "IT": 27, "LI": 21, "LT": 20, "LU": 20, "LV": 21, "MC": 27, "MT": 31, "NL": 18,
+    "NO": 15, "PL": 28, "PT": 25, "RO": 24, "SE": 24, "SI": 19, "SK": 24, "SM": 27, "TR": 26,
+    "AE": 23, "BR": 29, "IL": 23, "SA": 24, "UA": 29,
+}  # fmt: skip
+
+_SSN = re.compile(r"(?<![\w-])(\d{3})-(\d{2})-(\d{4})(?![\w-])")
+
+
+def luhn_valid(digits: str) -> bool:
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = ord(ch) - 48
+        if i % 2 == 1:
+            d = d * 2 - 9 if d > 4 else d * 2
+        total += d
+    return total % 10 == 0
+
+
+def iban_valid(candidate: str) -> bool:
+    iban = candidate.replace(" ", "").upper()
+    if _IBAN_LENGTHS.get(iban[:2]) != len(iban):
+        return False
+    rearranged = iban[4:] + iban[:4]
+    number = "".join(str(int(ch, 36)) for ch in rearranged)
+    return int(number) % 97 == 1
+
+
+def _count_emails(text: str) -> int:
+    return sum(1 for m in _EMAIL.finditer(text) if not _RESERVED_EMAIL_DOMAIN.search(m.group(1)))
+
+
+def _count_ipv4(text: str) -> int:
+    count = 0
+    for m in _IPV4.finditer(text):
+        octets = m.group(0).split(".")
+        if all(int(o) < 64 for o in octets):  # 1.2.3.4, 2.6.32.5, "Section 11.1.7.3": numbering
+            continue
+        if any(len(o) > 1 and o.startswith("0") for o in octets):
+            continue
+        if _VERSION_CONTEXT.search(text[max(0, m.start() - 24) : m.start()]):
+            continue
+        try:
+            addr = ipaddress.IPv4Address(m.group(0))
+        except ValueError:
+            continue
+        if addr.is_global and not addr.is_multicast:
+            count += 1
+    return count
+
+
+def _count_ipv6(text: str) -> int:
+    count = 0
+    for m in _IPV6_CANDIDATE.finditer(text):
+        candidate = m.group(0)
+        if candidate.count(":") < 2 or sum(c in "0123456789abcdefABCDEF" for c in candidate) < 4:
+            continue
+        try:
+            addr = ipaddress.IPv6Address(candidate)
+        except ValueError:
+            continue
+        if addr in _GLOBAL_UNICAST and addr.is_global:
+            count += 1
+    return count
+
+
+def _count_phones(text: str) -> int:
+    count = 0
+    for m in _PHONE.finditer(text):
+        digits = sum(ch.isdigit() for ch in m.group(0))
+        if 10 <= digits <= 15:
+            count += 1
+    return count
+
+
+def _count_cards(text: str) -> int:
+    count = 0
+    for m in _CARD.finditer(text):
+        raw = m.group(0)
+        if " " in raw and "-" in raw:  # mixed separators: a number table, not a card
+            continue
+        digits = re.sub(r"\D", "", raw)
+        if (
+            13 <= len(digits) <= 19
+            and _CARD_PREFIX.match(digits)
+            and len(set(digits)) > 2
+            and luhn_valid(digits)
+        ):
+            count += 1
+    return count
+
+
+def _count_ibans(text: str) -> int:
+    return sum(1 for m in _IBAN.finditer(text) if iban_valid(m.group(1)))
+
+
+def _count_ssns(text: str) -> int:
+    count = 0
+    for m in _SSN.finditer(text):
+        area, group, serial = m.groups()
+        if area in ("000", "666") or area.startswith("9") or group == "00" or serial == "0000":
+            continue
+        count += 1
+    return count
+
+
+_COUNTERS = {
+    "email": _count_emails,
+    "phone": _count_phones,
+    "ipv4": _count_ipv4,
+    "ipv6": _count_ipv6,
+    "credit_card": _count_cards,
+    "iban": _count_ibans,
+    "us_ssn": _count_ssns,
+}
+
+
+def find_pii(text: str) -> dict[str, int]:
+    """Counts per PII kind found in ``text``; kinds with no match are left out ({} = nothing found)."""
+    found: dict[str, int] = {}
+    for kind, counter in _COUNTERS.items():
+        n = counter(text)
+        if n:
+            found[kind] = n
+    return found
