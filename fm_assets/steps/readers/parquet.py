@@ -32,6 +32,9 @@ from .types import (
 log = logging.getLogger(__name__)
 
 BATCH_ROWS = 1024
+# A damaged file can fail inside pyarrow in many ways: bad thrift metadata (ArrowException / OSError),
+# undecodable column names (UnicodeDecodeError), absurd declared sizes (MemoryError).
+_DAMAGE = (pa.ArrowException, OSError, ValueError, MemoryError)
 
 
 def _is_text_like(dtype: pa.DataType) -> bool:
@@ -120,13 +123,13 @@ def _records_from_batch(
 def iter_parquet(path: Path, *, max_record_bytes: int, text_field: str) -> Iterator[RawRecord | RawReject]:
     try:
         parquet = pq.ParquetFile(path)
-    except (pa.ArrowException, OSError) as exc:
+        metadata = parquet.metadata
+    except _DAMAGE as exc:
         with open(path, "rb") as fh:
             head = fh.read(4096)
         yield reject(0, CORRUPT_FILE, head, error=str(exc), stage="open")
         return
     with parquet:
-        metadata = parquet.metadata
         if metadata.num_rows == 0:
             yield reject(0, EMPTY_FILE, b"", rows=0, row_groups=metadata.num_row_groups, format="parquet")
             return
@@ -138,7 +141,12 @@ def iter_parquet(path: Path, *, max_record_bytes: int, text_field: str) -> Itera
             while True:
                 try:
                     batch = next(batches, None)
-                except (pa.ArrowException, OSError) as exc:
+                    items = (
+                        []
+                        if batch is None
+                        else list(_records_from_batch(batch, first_row + done, text_field, max_record_bytes))
+                    )
+                except _DAMAGE as exc:
                     yield reject(
                         first_row + done, CORRUPT_FILE, b"",
                         error=str(exc), row_group=group, rows_lost=group_rows - done, stage="read",
@@ -146,6 +154,6 @@ def iter_parquet(path: Path, *, max_record_bytes: int, text_field: str) -> Itera
                     break
                 if batch is None:
                     break
-                yield from _records_from_batch(batch, first_row + done, text_field, max_record_bytes)
+                yield from items
                 done += batch.num_rows
             first_row += group_rows
