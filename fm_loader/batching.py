@@ -56,13 +56,18 @@ def build_batch(
         starts_marks = np.zeros((batch, seq_len + 1), dtype=np.int32)
         starts_marks[row_of_doc, ends - flat] = 1
         segment = np.cumsum(starts_marks[:, :seq_len], axis=1, dtype=np.int32)
+        # Document start of every position: mark each start with its own index, then carry it forward.
+        doc_start = np.zeros((batch, seq_len + 1), dtype=np.int32)
+        doc_start[row_of_doc, ends - flat] = ends - flat
+        np.maximum.accumulate(doc_start, axis=1, out=doc_start)
+        doc_start = doc_start[:, :seq_len]
     else:
         segment = np.zeros((batch, seq_len), dtype=np.int32)
+        doc_start = np.zeros((batch, seq_len), dtype=np.int32)
     np.maximum.accumulate(cu, axis=1, out=cu)
     segment[~valid] = 0
 
-    doc_start = np.take_along_axis(cu, np.maximum(segment - 1, 0).astype(np.int64), axis=1)
-    position_ids = positions[None, :] - doc_start
+    position_ids = positions[None, :].astype(np.int32) - doc_start
     position_ids[~valid] = 0
 
     labels = np.full((batch, seq_len), IGNORE_INDEX, dtype=np.int64)

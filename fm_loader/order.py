@@ -36,12 +36,15 @@ def _greedy_windows(cum_rows: np.ndarray, window_rows: int) -> np.ndarray:
     """Cut the permuted shard sequence into windows of consecutive shards, each >= window_rows rows
     (the last one folds into its predecessor when short). Returns window row starts plus the total."""
     total = int(cum_rows[-1])
-    starts = [0]
+    # For every shard boundary, the first boundary at least window_rows further on; then walk that chain.
+    jump = np.searchsorted(cum_rows, cum_rows[:-1] + window_rows, side="left").tolist()
+    bounds = cum_rows.tolist()
+    starts, slot, last = [0], 0, len(bounds) - 1
     while True:
-        slot = int(np.searchsorted(cum_rows, starts[-1] + window_rows, side="left"))
-        if slot >= len(cum_rows) - 1:
+        slot = jump[slot]
+        if slot >= last:
             break
-        starts.append(int(cum_rows[slot]))
+        starts.append(bounds[slot])
     if len(starts) > 1 and total - starts[-1] < window_rows // 2:
         starts.pop()
     starts.append(total)
