@@ -49,7 +49,26 @@ def _import_streaming():
     return streaming
 
 
-WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma".split()
+WORDS = [
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "epsilon",
+    "zeta",
+    "eta",
+    "theta",
+    "iota",
+    "kappa",
+    "lambda",
+    "mu",
+    "nu",
+    "xi",
+    "omicron",
+    "pi",
+    "rho",
+    "sigma",
+]
 
 
 def main() -> None:
@@ -60,7 +79,8 @@ def main() -> None:
         shutil.rmtree(os.path.join(out, sub), ignore_errors=True)
 
     with streaming.MDSWriter(
-        out=os.path.join(out, "tokens"), columns={"tokens": "ndarray:uint16"},
+        out=os.path.join(out, "tokens"),
+        columns={"tokens": "ndarray:uint16"},
         compression="zstd",
         hashes=["sha1", "xxh64"],
         size_limit=600,
@@ -72,7 +92,9 @@ def main() -> None:
         json.dump([s.tolist() for s in samples], f)
 
     texts = [" ".join(rng.choice(WORDS, int(rng.integers(3, 40))).tolist()) for _ in range(40)]
-    with streaming.MDSWriter(out=os.path.join(out, "text"), columns={"text": "str"}, size_limit=1500) as writer:
+    with streaming.MDSWriter(
+        out=os.path.join(out, "text"), columns={"text": "str"}, size_limit=1500
+    ) as writer:
         for text in texts:
             writer.write({"text": text})
     with open(os.path.join(out, "text_expected.json"), "w") as f:
@@ -82,7 +104,9 @@ def main() -> None:
 
     tokenizer = Tokenizer(models.BPE(unk_token="[UNK]"))
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=200, special_tokens=["[UNK]", "[EOS]"]))
+    tokenizer.train_from_iterator(
+        texts, trainers.BpeTrainer(vocab_size=200, special_tokens=["[UNK]", "[EOS]"])
+    )
     tokenizer.save(os.path.join(out, "tokenizer.json"))
     print(f"wrote MDS fixtures to {out} with streaming {streaming.__version__}")
 
