@@ -122,6 +122,25 @@ class ObjectStore:
         else:
             self.fs.put_file(str(local), self.uri(rel))
 
+    def put_dir(self, local_dir: str | Path, rel: str, *, last: str | None = None) -> None:
+        """Copy a local folder tree into the store; ``last`` (a file name at the top) is written after the rest."""
+        local_dir = Path(local_dir)
+        files = sorted(p for p in local_dir.rglob("*") if p.is_file())
+        files.sort(key=lambda p: p.relative_to(local_dir).as_posix() == last)
+        for path in files:
+            self.put_file(path, f"{rel}/{path.relative_to(local_dir).as_posix()}")
+
+    def get_dir(self, rel: str, local_dir: str | Path) -> Path:
+        """Download the folder ``rel`` to ``local_dir`` (returns it)."""
+        local_dir = Path(local_dir)
+        base = self.fs._strip_protocol(self.uri(rel)).rstrip("/")
+        for remote in self.fs.find(self.uri(rel)):
+            remote = self.fs._strip_protocol(remote)
+            target = local_dir / remote[len(base) :].lstrip("/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            self.fs.get_file(remote if self.is_local else f"{self.root.split('://')[0]}://{remote}", str(target))
+        return local_dir
+
     def delete(self, rel: str) -> None:
         if self.exists(rel):
             self.fs.rm(self.uri(rel), recursive=True)

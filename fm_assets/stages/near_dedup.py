@@ -1,6 +1,6 @@
 """near_dedup: MinHash LSH near-duplicate removal on Spark, against this batch and every earlier one.
 
-Each batch leaves ``band_index.parquet`` (the LSH bands of the documents it kept); a later batch is
+Each batch leaves ``band_index/`` (the LSH bands and signatures of the documents it kept); a later batch is
 deduplicated against the band indexes of all earlier batches, whose data versions are in its key.
 """
 
@@ -14,7 +14,7 @@ from fm_assets.stage_runtime import StageRun
 from fm_assets.stages.spark_stage import SparkRemovalStage
 from fm_assets.steps.near_dup_spark import NearDedupConfig, run_near_dedup
 
-BAND_INDEX = "band_index.parquet"
+BAND_INDEX = "band_index"  # a folder: bands/ and signatures/ parquet files plus _SUCCESS.json
 
 
 class NearDedupStage(SparkRemovalStage):
@@ -50,25 +50,27 @@ class NearDedupStage(SparkRemovalStage):
         with ctx.store.staging_dir() as staging:
             prior_paths = []
             for batch, prefix in sorted(ctx.state["prior_prefixes"].items()):
-                local = staging / f"prior-{batch}.parquet"
-                ctx.store.fs.get(ctx.store.uri(f"{prefix}/{BAND_INDEX}"), str(local))
-                prior_paths.append(str(local))
+                if ctx.store.is_local:
+                    prior_paths.append(str(ctx.store.local_path(f"{prefix}/{BAND_INDEX}")))
+                else:
+                    prior_paths.append(str(ctx.store.get_dir(f"{prefix}/{BAND_INDEX}", staging / f"prior-{batch}")))
             out_index = staging / BAND_INDEX
             outcome = run_near_dedup(spark, local_parts, prior_paths, str(out_index), self.dedup_config(ctx))
-            ctx.store.put_file(out_index, run.rel(BAND_INDEX))
+            ctx.store.put_dir(out_index, run.rel(BAND_INDEX), last="_SUCCESS.json")
         ctx.state["near_dedup_stats"] = outcome.stats
         removed = {}
         for row in outcome.removed.to_pylist():
             details = {
                 "cluster_id": row["cluster_id"],
                 "survivor_id": row["survivor_id"],
-                "similarity": row.get("similarity"),
+                "similarity": row["similarity"],
+                "survivor_in_earlier_batch": row["survivor_is_prior"],
             }
             removed[row["doc_id"]] = ("near_duplicate", details)
         return removed
 
     def complete(self, ctx: StageContext, run: StageRun, markers: list[dict[str, Any]]) -> dict[str, Any]:
-        has_index = ctx.store.exists(run.rel(BAND_INDEX))
+        has_index = ctx.store.exists(run.rel(f"{BAND_INDEX}/_SUCCESS.json"))
         return {"band_index": run.rel(BAND_INDEX) if has_index else None, "stats": ctx.state.get("near_dedup_stats", {})}
 
 
