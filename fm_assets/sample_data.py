@@ -423,19 +423,17 @@ def _module_text(source: str) -> tuple[str, str]:
 def documents_from_python(max_docs: int | None = None) -> Iterator[Document]:
     stdlib = Path(sysconfig.get_paths()["stdlib"]).resolve()
     roots = [stdlib, Path(sys.base_prefix) / "share" / "doc"]
+    skip_dirs = {"site-packages", "dist-packages", "test", "tests", "__pycache__", "idle_test"}
     candidates: list[tuple[str, Path]] = []
     for root in roots:
         if not root.is_dir():
             continue
-        for path in sorted(root.rglob("*")):
-            rel = path.relative_to(root).as_posix()
-            if any(
-                part in {"site-packages", "dist-packages", "test", "tests", "__pycache__"}
-                for part in path.relative_to(root).parts
-            ):
-                continue
-            if path.suffix in {".py", ".rst", ".txt", ".html"} and path.is_file():
-                candidates.append((f"{root.name}/{rel}", path))
+        for folder, dirs, files in os.walk(root):
+            dirs[:] = sorted(d for d in dirs if d not in skip_dirs)
+            for name in sorted(files):
+                path = Path(folder) / name
+                if path.suffix in {".py", ".rst", ".txt", ".html"}:
+                    candidates.append((f"{root.name}/{path.relative_to(root).as_posix()}", path))
     candidates.sort()
     for rel, path in evenly_spaced(candidates, max_docs):
         try:

@@ -1,0 +1,63 @@
+"""Decontamination n-gram index: exact and reformatted overlaps are found, unrelated text is not."""
+
+import json
+from pathlib import Path
+
+from fm_assets.steps.decontam import ContaminationIndex, load_default_eval_index, load_eval_texts
+
+EVAL = [item["text"] for item in load_eval_texts()]
+FIXTURE = Path(__file__).parent / "data" / "gnome_help_multilingual.jsonl"
+GNOME = [json.loads(line)["text"] for line in FIXTURE.read_text(encoding="utf-8").splitlines()]
+
+
+def test_shipped_eval_set_has_provenance():
+    items = load_eval_texts()
+    assert len(items) >= 50
+    assert {item["license"] for item in items} == {"PSF-2.0"}
+    assert all(item["source"].startswith("deb://python3.11-doc/") for item in items)
+
+
+def test_exact_copy_matches_fully_and_unrelated_text_not_at_all():
+    index = ContaminationIndex.build(EVAL[:10], n=13)
+    matches, fraction = index.check(EVAL[3])
+    assert matches > 50 and fraction == 1.0
+    assert index.check(GNOME[0]) == (0, 0.0)
+
+
+def test_case_whitespace_and_punctuation_do_not_hide_overlap():
+    index = ContaminationIndex.build([EVAL[5]], n=13)
+    mangled = EVAL[5].upper().replace(" ", "  \n").replace(",", " ;")
+    _, fraction = index.check(mangled)
+    assert fraction == 1.0
+
+
+def test_partial_overlap_fraction():
+    index = ContaminationIndex.build([EVAL[0]], n=13)
+    mixed = GNOME[0] + "\n\n" + EVAL[0]
+    matches, fraction = index.check(mixed)
+    assert 0.3 < fraction < 0.9
+    assert matches == index.check(EVAL[0])[0]
+
+
+def test_short_text_and_empty_index():
+    index = ContaminationIndex.build(EVAL[:2], n=13)
+    assert index.check("only a few words here") == (0, 0.0)
+    assert ContaminationIndex.build([], n=13).check(EVAL[0]) == (0, 0.0)
+
+
+def test_fingerprint_and_save_load(tmp_path):
+    a = ContaminationIndex.build(EVAL[:5], n=13)
+    assert a.fingerprint() == ContaminationIndex.build(list(reversed(EVAL[:5])), n=13).fingerprint()
+    assert a.fingerprint() != ContaminationIndex.build(EVAL[:5], n=8).fingerprint()
+    assert a.fingerprint() != ContaminationIndex.build(EVAL[:4], n=13).fingerprint()
+    a.save(tmp_path / "idx.npz")
+    b = ContaminationIndex.load(tmp_path / "idx.npz")
+    assert b.n == 13 and b.fingerprint() == a.fingerprint()
+
+
+def test_default_index_flags_the_tutorial_not_gnome_help():
+    index = load_default_eval_index()
+    assert len(index) > 10_000
+    assert index is load_default_eval_index()  # cached
+    assert index.check(EVAL[-1])[1] == 1.0
+    assert all(index.check(text) == (0, 0.0) for text in GNOME)
