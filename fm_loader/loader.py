@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from fm_loader.batching import build_batch
+from fm_loader.batching import BufferPool, fill_batch, numpy_id_dtype
 from fm_loader.metrics import LoaderMetrics
 from fm_loader.mixture import Mixture, load_mixture
 from fm_loader.sources import ShardRows
@@ -33,6 +33,7 @@ from fm_loader.stream import GlobalStream, RowRefs
 
 logger = logging.getLogger(__name__)
 STATE_FORMAT = "fm_loader.state/1"
+_NO_DOCS = np.zeros(0, np.int32)
 
 
 class PinningError(ValueError):
@@ -73,13 +74,23 @@ class BatchAssembler:
     """Reads the rows named by :class:`RowRefs` from their shards (kept open in an LRU) into a batch."""
 
     def __init__(
-        self, mixture: Mixture, seq_len: int, max_docs: int, skip_corrupt: bool, max_open: int = 256
+        self,
+        mixture: Mixture,
+        seq_len: int,
+        max_docs: int,
+        skip_corrupt: bool,
+        max_open: int = 256,
+        input_ids_dtype: torch.dtype = torch.int32,
+        pooled_batches: int = 4,
     ):
         self.mixture = mixture
         self.seq_len = seq_len
         self.max_docs = max_docs
         self.skip_corrupt = skip_corrupt
         self.max_open = max_open
+        self._id_dtype = numpy_id_dtype(input_ids_dtype)
+        self._pooled_batches = pooled_batches
+        self._pools: dict[int, BufferPool] = {}
         self._open: OrderedDict[tuple[int, int], ShardRows] = OrderedDict()
         self.corrupt_rows_skipped = 0
 
@@ -101,24 +112,43 @@ class BatchAssembler:
             if source >= 0:
                 self._shard(source, shard)
 
+    def _pool(self, count: int) -> BufferPool:
+        pool = self._pools.get(count)
+        if pool is None:
+            pool = BufferPool(count, self.seq_len, self.max_docs, self._id_dtype, self._pooled_batches)
+            self._pools[count] = pool
+        return pool
+
     def assemble(self, refs: RowRefs) -> dict[str, torch.Tensor]:
         count = len(refs.source)
-        tokens = np.zeros((count, self.seq_len), dtype=np.int64)
-        lengths = np.zeros(count, dtype=np.int64)
-        doclens: list[np.ndarray] = [np.zeros(0, np.int32)] * count
+        out = self._pool(count).acquire()
+        tokens = out["input_ids"]
+        lengths = [0] * count
+        doclens: list[np.ndarray] = [_NO_DOCS] * count
         sample_ids = refs.sample_id.copy()
-        keys = refs.source * (1 << 40) + refs.shard
-        for key in np.unique(keys[refs.source >= 0]):
-            slots = np.flatnonzero(keys == key)
-            source, shard = int(refs.source[slots[0]]), int(refs.shard[slots[0]])
-            result = self._shard(source, shard).read(refs.row[slots], tokens, slots, self.skip_corrupt)
-            lengths[slots] = result.lengths
-            for slot, dl in zip(slots.tolist(), result.doclens, strict=True):
+        # Group the batch's slots by shard with one sort; each shard copies its rows in one call.
+        keys = np.where(refs.source >= 0, refs.source * (1 << 40) + refs.shard, -1)
+        order = np.argsort(keys, kind="stable")
+        sorted_keys = keys[order]
+        bounds = (np.flatnonzero(sorted_keys[1:] != sorted_keys[:-1]) + 1).tolist()
+        rows_sorted = refs.row[order]
+        for lo, hi in zip([0, *bounds], [*bounds, count], strict=True):
+            key = int(sorted_keys[lo])
+            if key < 0:
+                continue
+            slots = order[lo:hi]
+            result = self._shard(key >> 40, key & ((1 << 40) - 1)).read(
+                rows_sorted[lo:hi], tokens, slots, self.skip_corrupt
+            )
+            for slot, n, dl in zip(slots.tolist(), result.lengths, result.doclens, strict=True):
+                lengths[slot] = n
                 doclens[slot] = dl
             if result.corrupt_rows:
                 self.corrupt_rows_skipped += len(result.corrupt_rows)
-                sample_ids[slots[result.lengths == 0]] = -1
-        return build_batch(tokens, lengths, doclens, sample_ids, self.max_docs)
+                sample_ids[slots[np.asarray(result.lengths) == 0]] = -1
+        n_docs = np.fromiter(map(len, doclens), dtype=np.int64, count=count)
+        flat = np.concatenate(doclens) if count else _NO_DOCS
+        return fill_batch(out, np.asarray(lengths, dtype=np.int64), n_docs, flat, sample_ids)
 
     def close(self) -> None:
         while self._open:
@@ -164,6 +194,8 @@ class Loader:
         max_docs_per_row: int | None = None,
         cache_dir: str | None = None,
         cache_budget_bytes: int = 64 << 30,
+        storage_options: dict[str, Any] | None = None,
+        input_ids_dtype: torch.dtype = torch.int32,
     ) -> None:
         if global_batch_size <= 0 or world_size <= 0 or not 0 <= rank < world_size:
             raise ValueError(
@@ -189,12 +221,14 @@ class Loader:
             max_docs_per_row=max_docs_per_row,
             cache_dir=cache_dir,
             cache_budget_bytes=cache_budget_bytes,
+            storage_options=storage_options,
+            input_ids_dtype=input_ids_dtype,
         )
         self.global_batch_size = global_batch_size
         self.rank, self.world_size = rank, world_size
         self.local_batch_size = global_batch_size // world_size
         self.num_workers, self.prefetch, self.epochs = num_workers, prefetch, epochs
-        self.cache = ShardCache(cache_dir, cache_budget_bytes)
+        self.cache = ShardCache(cache_dir, cache_budget_bytes, storage_options)
         self.mixture = load_mixture(source, self.cache)
         self.seq_len, self.vocab_size = check_pins(
             self.mixture, expected_tokenizer_hash, expected_vocab_size, expected_seq_len
@@ -202,7 +236,14 @@ class Loader:
         self.stream = GlobalStream(self.mixture, seed)
         known = [s.max_docs_per_row for s in self.mixture.sources]
         self.max_docs = max_docs_per_row or (max(known) if all(known) else self.seq_len)
-        self._assembler = BatchAssembler(self.mixture, self.seq_len, self.max_docs, skip_corrupt)
+        self._assembler = BatchAssembler(
+            self.mixture,
+            self.seq_len,
+            self.max_docs,
+            skip_corrupt,
+            input_ids_dtype=input_ids_dtype,
+            pooled_batches=prefetch + 3,  # batches alive at once: the trainer's, the queued ones, the next
+        )
         self.seed = seed
         self.epoch = 0
         self.rows_consumed = 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from fm_loader.format import FORMAT_VERSION, ShardInfo, schema_fingerprint
 from fm_loader.storage import read_bytes, resolve_uri, write_bytes_atomic
@@ -126,9 +127,9 @@ class DatasetManifest:
         return manifest
 
     @classmethod
-    def load(cls, path_or_uri: str) -> DatasetManifest:
-        return cls.from_json(read_bytes(path_or_uri), location=str(path_or_uri))
+    def load(cls, path_or_uri: str, storage_options: dict[str, Any] | None = None) -> DatasetManifest:
+        return cls.from_json(read_bytes(path_or_uri, storage_options), location=str(path_or_uri))
 
-    def save(self, path_or_uri: str) -> None:
-        write_bytes_atomic(str(path_or_uri), self.to_json().encode())
+    def save(self, path_or_uri: str, storage_options: dict[str, Any] | None = None) -> None:
+        write_bytes_atomic(str(path_or_uri), self.to_json().encode(), storage_options)
         self.location = str(path_or_uri)

@@ -144,13 +144,11 @@ class _PackedShard(ShardRows):
     def read(
         self, rows: np.ndarray, out: np.ndarray, slots: np.ndarray, skip_corrupt: bool = False
     ) -> ReadResult:
-        lengths = (self.row_starts[rows + 1] - self.row_starts[rows]).astype(np.int64)
-        for slot, r, n in zip(slots.tolist(), rows.tolist(), lengths.tolist(), strict=True):
+        lengths = (self.row_starts[rows + 1] - self.row_starts[rows]).tolist()
+        for slot, r, n in zip(slots.tolist(), rows.tolist(), lengths, strict=True):
             start = int(self.row_starts[r])
             out[slot, :n] = self.tokens[start : start + n]
-        return ReadResult(
-            lengths, [self.docs[r] for r in rows.tolist()], int(lengths.sum()) * self.itemsize, []
-        )
+        return ReadResult(lengths, [self.docs[r] for r in rows.tolist()], sum(lengths) * self.itemsize, [])
 
 
 class MDSTokenSource(Source):

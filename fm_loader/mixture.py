@@ -59,7 +59,7 @@ def apportion(weights: list[float], total: int) -> list[int]:
 
 def _make_source(entry: dict[str, Any], base: str, cache: ShardCache, defaults: dict[str, Any]) -> Source:
     if "manifest" in entry:
-        manifest = DatasetManifest.load(resolve_uri(base, entry["manifest"]))
+        manifest = DatasetManifest.load(resolve_uri(base, entry["manifest"]), cache.storage_options)
         return ManifestSource(manifest, cache=cache, name=entry.get("name", ""))
     if "mds" in entry:
         from fm_loader.mds import MDSTextSource, MDSTokenSource
@@ -83,9 +83,9 @@ def load_mixture(source: Any, cache: ShardCache | None = None) -> Mixture:
     if isinstance(source, (str, os.PathLike)):
         base = str(source)
         if base.endswith((".yaml", ".yml")):
-            spec = yaml.safe_load(read_bytes(base))
+            spec = yaml.safe_load(read_bytes(base, cache.storage_options))
         else:
-            src = ManifestSource(DatasetManifest.load(base), cache=cache)
+            src = ManifestSource(DatasetManifest.load(base, cache.storage_options), cache=cache)
             return Mixture([src], [src.rows], spec={"manifest": base})
     elif isinstance(source, dict):
         spec = source

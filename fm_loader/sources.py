@@ -31,8 +31,8 @@ class CorruptRowError(RuntimeError):
 
 @dataclass
 class ReadResult:
-    lengths: np.ndarray  # tokens per row read (0 for a skipped corrupt row)
-    doclens: list[np.ndarray]  # document lengths per row
+    lengths: list[int]  # tokens per row read (0 for a skipped corrupt row)
+    doclens: list[np.ndarray]  # document lengths per row (empty for a skipped corrupt row)
     bytes_read: int
     corrupt_rows: list[int]  # rows skipped because they were corrupt (only when skip_corrupt)
 
@@ -98,19 +98,27 @@ class TarShardRows(ShardRows):
     def read(
         self, rows: np.ndarray, out: np.ndarray, slots: np.ndarray, skip_corrupt: bool = False
     ) -> ReadResult:
+        # Called once per (batch, shard) with few rows in a well-mixed batch: keep the per-call numpy work
+        # small and do the per-row work on Python ints.
         recs = self.index.records[rows]
-        offsets = (recs["tokens_offset"] // self._dtype.itemsize).tolist()
-        lengths = recs["n_tokens"].astype(np.int64)
-        sums = recs["tokens_checksum"].tolist()
-        doc_starts = recs["doc_start"].tolist()
-        n_docs = recs["n_docs"].tolist()
-        view, tokens, isz = self._view, self._tokens, self._dtype.itemsize
+        isz = self._dtype.itemsize
+        tokens, all_doclens = self._tokens, self.index.doclens
+        lengths = recs["n_tokens"].tolist()
+        doclens: list[np.ndarray] = []
         corrupt: list[int] = []
-        doclens = []
-        for j, (slot, off, n, want) in enumerate(
-            zip(slots.tolist(), offsets, lengths.tolist(), sums, strict=True)
+        for j, (slot, off, n, want, first_doc, docs) in enumerate(
+            zip(
+                slots.tolist(),
+                (recs["tokens_offset"] // isz).tolist(),
+                lengths,
+                recs["tokens_checksum"].tolist(),
+                recs["doc_start"].tolist(),
+                recs["n_docs"].tolist(),
+                strict=True,
+            )
         ):
-            if row_checksum(view[off * isz : (off + n) * isz]) != want:
+            chunk = tokens[off : off + n]
+            if row_checksum(chunk) != want:
                 fresh = self._reread(off * isz, n * isz)
                 if row_checksum(fresh) != want:
                     if not skip_corrupt:
@@ -118,13 +126,12 @@ class TarShardRows(ShardRows):
                     logger.warning("skipping corrupt row %d of %s", int(rows[j]), self.label)
                     corrupt.append(int(rows[j]))
                     lengths[j] = 0
-                    doclens.append(np.zeros(0, np.int32))
+                    doclens.append(all_doclens[:0])
                     continue
-                out[slot, :n] = np.frombuffer(fresh, dtype=self._dtype)
-            else:
-                out[slot, :n] = tokens[off : off + n]
-            doclens.append(self.index.doclens[doc_starts[j] : doc_starts[j] + n_docs[j]])
-        return ReadResult(lengths, doclens, int(lengths.sum()) * isz, corrupt)
+                chunk = np.frombuffer(fresh, dtype=self._dtype)
+            out[slot, :n] = chunk
+            doclens.append(all_doclens[first_doc : first_doc + docs])
+        return ReadResult(lengths, doclens, sum(lengths) * isz, corrupt)
 
     def close(self) -> None:
         self._tokens = np.zeros(0, self._dtype)

@@ -12,6 +12,7 @@ import tempfile
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -34,22 +35,23 @@ def resolve_uri(base: str, path: str) -> str:
     return os.path.normpath(os.path.join(os.path.dirname(local_path(base)), path))
 
 
-def read_bytes(uri: str) -> bytes:
+def read_bytes(uri: str, storage_options: dict[str, Any] | None = None) -> bytes:
+    """Whole file at ``uri``; ``storage_options`` go to fsspec for remote URIs (e.g. an S3 ``endpoint_url``)."""
     if is_remote(uri):
         import fsspec
 
-        with fsspec.open(uri, "rb") as f:
+        with fsspec.open(uri, "rb", **(storage_options or {})) as f:
             return f.read()
     with open(local_path(uri), "rb") as f:
         return f.read()
 
 
-def write_bytes_atomic(uri: str, data: bytes) -> None:
+def write_bytes_atomic(uri: str, data: bytes, storage_options: dict[str, Any] | None = None) -> None:
     """Write to a temporary name, then rename (local) or a single PUT (object stores are atomic per object)."""
     if is_remote(uri):
         import fsspec
 
-        with fsspec.open(uri, "wb") as f:
+        with fsspec.open(uri, "wb", **(storage_options or {})) as f:
             f.write(data)
         return
     path = local_path(uri)
@@ -78,11 +80,19 @@ class ShardCache:
     """Local copies of remote files, bounded by ``budget_bytes``; the least recently used go first.
 
     Files currently pinned (open by a reader) are never evicted. Local URIs pass through untouched.
+    ``storage_options`` are handed to fsspec for every remote read, for example
+    ``{"client_kwargs": {"endpoint_url": "http://127.0.0.1:9000"}}`` for an S3-compatible server.
     """
 
-    def __init__(self, folder: str | None = None, budget_bytes: int = 64 << 30) -> None:
+    def __init__(
+        self,
+        folder: str | None = None,
+        budget_bytes: int = 64 << 30,
+        storage_options: dict[str, Any] | None = None,
+    ) -> None:
         self.folder = folder or os.path.join(tempfile.gettempdir(), "fm_loader_cache")
         self.budget_bytes = budget_bytes
+        self.storage_options = dict(storage_options or {})
         self.stats = CacheStats()
         self._lru: OrderedDict[str, int] = OrderedDict()  # local path -> size
         self._pins: dict[str, int] = {}
@@ -112,7 +122,7 @@ class ShardCache:
                     break
             event.wait()
         try:
-            data = read_bytes(uri)
+            data = read_bytes(uri, self.storage_options)
             with self._lock:
                 self._make_room(len(data))
             write_bytes_atomic(path, data)
