@@ -147,7 +147,12 @@ def fill_batch(
     segment_ids = out["segment_ids"]
     np.copyto(segment_ids.reshape(-1), np.repeat(seg_value, seg_len))
     position_ids = out["position_ids"]
-    np.subtract(flat_positions, np.repeat(seg_start.astype(flat_positions.dtype), seg_len), out=position_ids.reshape(-1), casting="unsafe")
+    np.subtract(
+        flat_positions,
+        np.repeat(seg_start.astype(flat_positions.dtype), seg_len),
+        out=position_ids.reshape(-1),
+        casting="unsafe",
+    )
 
     labels = out["labels"]
     np.copyto(labels[:, :-1], ids[:, 1:], casting="unsafe")

@@ -22,9 +22,11 @@ import hashlib
 import io
 import json
 import struct
+import sys
 import tarfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import xxhash
@@ -46,6 +48,8 @@ INDEX_RECORD_DTYPE = np.dtype(
     ]
 )
 _BLOCK = 512
+RECORD_WORDS = INDEX_RECORD_DTYPE.itemsize // 8  # tokens_offset, n_tokens | n_docs << 32, doc_start, ...
+WORD_TOKENS_OFFSET, WORD_SIZES, WORD_DOC_START, WORD_TOKENS_CHECKSUM = 0, 1, 2, 5
 
 
 def token_dtype_for(vocab_size: int) -> np.dtype:
@@ -225,6 +229,9 @@ class RowIndex:
     token_itemsize: int
     seq_len: int
     vocab_size: int
+    # The records as 64-bit words (RECORD_WORDS per row), for per-row reads without numpy scalar overhead:
+    # a memoryview on little-endian hosts, else a numpy view that byte-swaps.
+    words: Any = None
 
     @property
     def rows(self) -> int:
@@ -250,7 +257,9 @@ def decode_index(data: bytes | memoryview, source: str = "<index>") -> RowIndex:
     end = start + n_rows * INDEX_RECORD_DTYPE.itemsize
     records = np.frombuffer(buf[start:end], dtype=INDEX_RECORD_DTYPE)
     doclens = np.frombuffer(buf[end:-8], dtype="<i4")
-    return RowIndex(records, doclens, itemsize, seq_len, vocab_size)
+    raw = buf[start:end]
+    words = raw.cast("B").cast("Q") if sys.byteorder == "little" else np.frombuffer(raw, "<u8")
+    return RowIndex(records, doclens, itemsize, seq_len, vocab_size, words)
 
 
 def decode_row(tar_bytes: bytes | memoryview, index: RowIndex, row: int) -> PackedRow:

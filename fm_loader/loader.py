@@ -27,7 +27,7 @@ import torch
 from fm_loader.batching import BufferPool, fill_batch, numpy_id_dtype
 from fm_loader.metrics import LoaderMetrics
 from fm_loader.mixture import Mixture, load_mixture
-from fm_loader.sources import ShardRows
+from fm_loader.sources import ReadResult, ShardRows, TarShardRows, read_tar_rows
 from fm_loader.storage import ShardCache
 from fm_loader.stream import GlobalStream, RowRefs
 
@@ -132,14 +132,32 @@ class BatchAssembler:
         sorted_keys = keys[order]
         bounds = (np.flatnonzero(sorted_keys[1:] != sorted_keys[:-1]) + 1).tolist()
         rows_sorted = refs.row[order]
+        tar_groups: list[tuple[TarShardRows, np.ndarray]] = []
+        tar_slots: list[np.ndarray] = []
+        results: list[tuple[np.ndarray, ReadResult]] = []
+
+        def read_pending_tar_groups() -> None:
+            if tar_groups:
+                slots = np.concatenate(tar_slots)
+                results.append((slots, read_tar_rows(tar_groups, slots, tokens, self.skip_corrupt)))
+                tar_groups.clear()
+                tar_slots.clear()
+
         for lo, hi in zip([0, *bounds], [*bounds, count], strict=True):
             key = int(sorted_keys[lo])
             if key < 0:
                 continue
-            slots = order[lo:hi]
-            result = self._shard(key >> 40, key & ((1 << 40) - 1)).read(
-                rows_sorted[lo:hi], tokens, slots, self.skip_corrupt
-            )
+            if len(tar_groups) >= self.max_open:  # opening another shard would close a pending one
+                read_pending_tar_groups()
+            reader = self._shard(key >> 40, key & ((1 << 40) - 1))
+            if isinstance(reader, TarShardRows):  # read together, in one loop over all their rows
+                tar_groups.append((reader, rows_sorted[lo:hi]))
+                tar_slots.append(order[lo:hi])
+            else:
+                slots = order[lo:hi]
+                results.append((slots, reader.read(rows_sorted[lo:hi], tokens, slots, self.skip_corrupt)))
+        read_pending_tar_groups()
+        for slots, result in results:
             for slot, n, dl in zip(slots.tolist(), result.lengths, result.doclens, strict=True):
                 lengths[slot] = n
                 doclens[slot] = dl

@@ -13,7 +13,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fm_loader.format import RowIndex, decode_index, row_checksum
+from fm_loader.format import (
+    RECORD_WORDS,
+    WORD_DOC_START,
+    WORD_SIZES,
+    WORD_TOKENS_CHECKSUM,
+    WORD_TOKENS_OFFSET,
+    RowIndex,
+    decode_index,
+    row_checksum,
+)
 from fm_loader.manifest import DatasetManifest
 from fm_loader.storage import ShardCache, is_remote, read_bytes
 
@@ -98,40 +107,7 @@ class TarShardRows(ShardRows):
     def read(
         self, rows: np.ndarray, out: np.ndarray, slots: np.ndarray, skip_corrupt: bool = False
     ) -> ReadResult:
-        # Called once per (batch, shard) with few rows in a well-mixed batch: keep the per-call numpy work
-        # small and do the per-row work on Python ints.
-        recs = self.index.records[rows]
-        isz = self._dtype.itemsize
-        tokens, all_doclens = self._tokens, self.index.doclens
-        lengths = recs["n_tokens"].tolist()
-        doclens: list[np.ndarray] = []
-        corrupt: list[int] = []
-        for j, (slot, off, n, want, first_doc, docs) in enumerate(
-            zip(
-                slots.tolist(),
-                (recs["tokens_offset"] // isz).tolist(),
-                lengths,
-                recs["tokens_checksum"].tolist(),
-                recs["doc_start"].tolist(),
-                recs["n_docs"].tolist(),
-                strict=True,
-            )
-        ):
-            chunk = tokens[off : off + n]
-            if row_checksum(chunk) != want:
-                fresh = self._reread(off * isz, n * isz)
-                if row_checksum(fresh) != want:
-                    if not skip_corrupt:
-                        raise CorruptRowError(self.label, int(rows[j]))
-                    logger.warning("skipping corrupt row %d of %s", int(rows[j]), self.label)
-                    corrupt.append(int(rows[j]))
-                    lengths[j] = 0
-                    doclens.append(all_doclens[:0])
-                    continue
-                chunk = np.frombuffer(fresh, dtype=self._dtype)
-            out[slot, :n] = chunk
-            doclens.append(all_doclens[first_doc : first_doc + docs])
-        return ReadResult(lengths, doclens, sum(lengths) * isz, corrupt)
+        return read_tar_rows([(self, rows)], slots, out, skip_corrupt)
 
     def close(self) -> None:
         self._tokens = np.zeros(0, self._dtype)
@@ -141,6 +117,52 @@ class TarShardRows(ShardRows):
         self._file.close()
         if self._cache is not None:
             self._cache.unpin(self.path)
+
+
+def read_tar_rows(
+    groups: list[tuple[TarShardRows, np.ndarray]], slots: np.ndarray, out: np.ndarray, skip_corrupt: bool
+) -> ReadResult:
+    """Copy the rows of several shards (``groups`` of shard and row numbers) into ``out[slots]``, in one pass.
+
+    A well-mixed batch holds a row or two from each of many shards, so there is no per-shard numpy work:
+    index fields are read as Python ints from each index's 64-bit word view, then every row costs one
+    checksum and one copy. Results come back in the order of the concatenated groups (``slots`` order).
+    """
+    lengths: list[int] = []
+    doclens: list[np.ndarray] = []
+    corrupt: list[int] = []
+    bytes_read = 0
+    slot_list = slots.tolist()
+    j = 0
+    for reader, rows in groups:
+        words, all_doclens, tokens = reader.index.words, reader.index.doclens, reader._tokens
+        isz = reader._dtype.itemsize
+        for row in rows.tolist():
+            base = row * RECORD_WORDS
+            sizes = int(words[base + WORD_SIZES])
+            n, docs = sizes & 0xFFFFFFFF, sizes >> 32
+            off = int(words[base + WORD_TOKENS_OFFSET]) // isz
+            first_doc = int(words[base + WORD_DOC_START])
+            want = int(words[base + WORD_TOKENS_CHECKSUM])
+            chunk = tokens[off : off + n]
+            if row_checksum(chunk) != want:
+                fresh = reader._reread(off * isz, n * isz)
+                if row_checksum(fresh) != want:
+                    if not skip_corrupt:
+                        raise CorruptRowError(reader.label, row)
+                    logger.warning("skipping corrupt row %d of %s", row, reader.label)
+                    corrupt.append(row)
+                    lengths.append(0)
+                    doclens.append(all_doclens[:0])
+                    j += 1
+                    continue
+                chunk = np.frombuffer(fresh, dtype=reader._dtype)
+            out[slot_list[j], :n] = chunk
+            bytes_read += n * isz
+            lengths.append(n)
+            doclens.append(all_doclens[first_doc : first_doc + docs])
+            j += 1
+    return ReadResult(lengths, doclens, bytes_read, corrupt)
 
 
 class ManifestSource(Source):
