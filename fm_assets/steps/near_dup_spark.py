@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -243,42 +244,85 @@ def _read_docs(spark: SparkSession, docs_parquet: list[str]) -> DataFrame:
 
 
 def _candidate_pairs(batch_bands: DataFrame, prior_bands: DataFrame, max_bucket_pairs: int) -> DataFrame:
-    """Distinct (a, b) with a < b sharing a band bucket; never two prior documents."""
-    entries = batch_bands.unionByName(prior_bands)
-    buckets = (
-        entries.groupBy("band", "band_hash")
-        .agg(F.count("*").alias("n"), F.min("doc_id").alias("anchor"), F.min(F.col("prior").cast("int")).alias("p"))
-        .where((F.col("n") > 1) & (F.col("p") == 0))  # p == 0: at least one member is from this batch
-    )
-    members = entries.join(buckets, ["band", "band_hash"])
-    small = members.where(F.col("n") <= max_bucket_pairs)
-    left = small.select("band", "band_hash", F.col("doc_id").alias("a"), F.col("prior").alias("pa"))
-    right = small.select("band", "band_hash", F.col("doc_id").alias("b"), F.col("prior").alias("pb"))
+    """Distinct (a, b) with a < b sharing a band bucket; never two prior documents.
+
+    One group-by builds each bucket's sorted member list; pairs are generated in the same projection
+    (all pairs up to ``max_bucket_pairs`` members, else a star on the smallest id).
+    """
+    members = "sort_array(collect_list(struct(doc_id, prior)))"
     all_pairs = (
-        left.join(right, ["band", "band_hash"])
-        .where((F.col("a") < F.col("b")) & ~(F.col("pa") & F.col("pb")))
-        .select("a", "b")
+        "flatten(transform(sequence(0, size(m) - 2), i -> "
+        "transform(sequence(i + 1, size(m) - 1), j -> struct(m[i] as x, m[j] as y))))"
     )
-    big = members.where((F.col("n") > max_bucket_pairs) & (F.col("doc_id") != F.col("anchor")))
-    star = big.select(
-        F.least("anchor", "doc_id").alias("a"), F.greatest("anchor", "doc_id").alias("b")
-    )  # a prior-prior star edge is harmless: two prior documents are never removed
-    return all_pairs.unionByName(star).distinct()
+    star = "transform(slice(m, 2, size(m) - 1), y -> struct(m[0] as x, y as y))"
+    pairs_expr = f"CASE WHEN size(m) <= {int(max_bucket_pairs)} THEN {all_pairs} ELSE {star} END"
+    return (
+        batch_bands.unionByName(prior_bands)
+        .groupBy("band", "band_hash")
+        .agg(F.expr(members).alias("m"))
+        .where(F.expr("size(m) > 1 AND exists(m, e -> NOT e.prior)"))
+        .select(F.explode(F.expr(pairs_expr)).alias("p"))
+        .where(~(F.col("p.x.prior") & F.col("p.y.prior")))
+        .select(F.col("p.x.doc_id").alias("a"), F.col("p.y.doc_id").alias("b"))
+        .distinct()
+    )
 
 
-def _write_deterministic(df: DataFrame, path: Path, partitions: int, key: str, order: list[str]) -> None:
-    """Hash-partition on ``key``, sort inside partitions, and name files by partition number."""
-    scratch = path.parent / f".{path.name}.spark-{uuid.uuid4().hex}"
-    df.repartition(partitions, key).sortWithinPartitions(*order).write.mode("overwrite").parquet(str(scratch))
+def _partition_writer(folder: str, schema: pa.Schema):
+    """mapInArrow body: write the whole partition as ``part-<partition>.parquet`` with pyarrow.
+
+    pyarrow's writer is byte-deterministic (Spark's parquet writer orders page encodings by JVM
+    hash codes, which differ between JVMs), so the same rows give the same file on any executor.
+    """
+
+    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        number = context.partitionId() if context is not None else 0
+        target = Path(folder) / f"part-{number:05d}.parquet"
+        temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}")
+        rows = 0
+        with pq.ParquetWriter(str(temp), schema, compression="zstd") as writer:
+            for batch in batches:
+                rows += batch.num_rows
+                writer.write_batch(batch.cast(schema) if batch.schema != schema else batch)
+        os.replace(temp, target)
+        yield pa.RecordBatch.from_pydict({"rows": [rows]}, schema=pa.schema([("rows", pa.int64())]))
+
+    return write
+
+
+def _write_deterministic(df: DataFrame, path: Path, partitions: int, key: str, order: list[str]) -> int:
+    """Hash-partition on ``key``, sort inside partitions, one pyarrow file per partition."""
     path.mkdir(parents=True, exist_ok=True)
-    for produced in sorted(scratch.glob("part-*.parquet")):
-        number = produced.name.split("-")[1]
-        os.replace(produced, path / f"part-{number}.parquet")
-    shutil.rmtree(scratch, ignore_errors=True)
+    schema = _arrow_schema(df.schema)
+    written = (
+        df.repartition(partitions, key)
+        .sortWithinPartitions(*order)
+        .mapInArrow(_partition_writer(str(path), schema), "rows long")
+        .agg(F.sum("rows"))
+        .collect()
+    )
+    return int(written[0][0] or 0)
+
+
+_ARROW_TYPES = {
+    T.StringType: pa.string(),
+    T.LongType: pa.int64(),
+    T.IntegerType: pa.int32(),
+    T.FloatType: pa.float32(),
+    T.BinaryType: pa.binary(),
+}
+
+
+def _arrow_schema(schema: T.StructType) -> pa.Schema:
+    return pa.schema([pa.field(f.name, _ARROW_TYPES[type(f.dataType)]) for f in schema.fields])
 
 
 def _empty_frame(spark: SparkSession, schema: T.StructType) -> DataFrame:
-    return spark.createDataFrame([], schema)
+    """An empty frame built in the JVM (createDataFrame([]) would start a Python worker)."""
+    return spark.range(0).select(*[F.lit(None).cast(f.dataType).alias(f.name) for f in schema.fields])
 
 
 _PRIOR_BANDS_SCHEMA = T.StructType(
@@ -305,8 +349,17 @@ def run_near_dedup(
     bands, rows = config.lsh()
     docs = _read_docs(spark, docs_parquet)
 
+    phases: dict[str, float] = {}
+    mark = [time.perf_counter()]
+
+    def lap(name: str) -> None:
+        now = time.perf_counter()
+        phases[name] = round(now - mark[0], 3)
+        mark[0] = now
+
     sigs = docs.mapInArrow(_signature_batches(config, bands, rows), _SIG_SCHEMA).localCheckpoint(eager=True)
     n_docs = sigs.count()
+    lap("signatures")
     hashed = sigs.where(F.col("n_shingles") > 0)
     batch_ids = hashed.select("doc_id")
 
@@ -328,6 +381,7 @@ def run_near_dedup(
     )
     pairs = _candidate_pairs(batch_bands, prior_bands, config.max_bucket_pairs).localCheckpoint(eager=True)
     n_candidates = pairs.count()
+    lap("candidates")
 
     all_sigs = hashed.select("doc_id", "quality_score", "signature", F.lit(False).alias("prior")).unionByName(
         prior_sigs.select("doc_id", "quality_score", "signature", F.lit(True).alias("prior"))
@@ -335,8 +389,10 @@ def run_near_dedup(
     scored = _similarities(pairs, all_sigs, docs, config)
     edges = scored.where(F.col("similarity") >= config.threshold).localCheckpoint(eager=True)
     n_edges = edges.count()
+    lap("verify")
 
     components = connected_components(edges, src="a", dst="b")
+    lap("components")
     members = components.assignments.join(
         all_sigs.select(F.col("doc_id").alias("node"), "quality_score", "prior"), "node"
     )
@@ -365,9 +421,11 @@ def run_near_dedup(
     ).orderBy("doc_id").toArrow()
     removed = removed.cast(REMOVED_SCHEMA) if removed.num_rows else REMOVED_SCHEMA.empty_table()
     n_clusters = survivors.count()
+    lap("survivors")
 
     kept = hashed.join(removed_df.select("doc_id"), "doc_id", "left_anti")
     index_rows = _write_index(kept, Path(out_index_path), config)
+    lap("index")
 
     stats = {
         "docs": n_docs,
@@ -383,6 +441,7 @@ def run_near_dedup(
         "cc_iterations": components.iterations,
         "prior_indexes": len(prior_index_paths),
         "seconds": round(time.perf_counter() - started, 3),
+        "phase_seconds": phases,
         "config": config.fingerprint(),
     }
     logger.info("near-dup dedup: %s", stats)
@@ -397,9 +456,9 @@ def _write_index(kept: DataFrame, out: Path, config: NearDedupConfig) -> int:
     )
     _write_deterministic(band_rows, scratch / "bands", config.index_partitions, "band_hash", ["band", "band_hash", "doc_id"])
     signatures = kept.select("doc_id", "quality_score", "signature")
-    _write_deterministic(signatures, scratch / "signatures", config.index_partitions, "doc_id", ["doc_id"])
-    (scratch / "_SUCCESS.json").write_text(json.dumps({"config": config.fingerprint()}, sort_keys=True))
+    documents = _write_deterministic(signatures, scratch / "signatures", config.index_partitions, "doc_id", ["doc_id"])
+    (scratch / "_SUCCESS.json").write_text(json.dumps({"config": config.fingerprint(), "documents": documents}, sort_keys=True))
     if out.exists():
         shutil.rmtree(out)
     os.replace(scratch, out)
-    return kept.count()
+    return documents
