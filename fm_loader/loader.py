@@ -27,7 +27,7 @@ import torch
 from fm_loader.batching import BufferPool, fill_batch, numpy_id_dtype
 from fm_loader.metrics import LoaderMetrics
 from fm_loader.mixture import Mixture, load_mixture
-from fm_loader.sources import ReadResult, ShardRows, TarShardRows, read_tar_rows
+from fm_loader.sources import ShardRows, TarShardRows
 from fm_loader.storage import ShardCache
 from fm_loader.stream import GlobalStream, RowRefs
 
@@ -126,41 +126,35 @@ class BatchAssembler:
         lengths = [0] * count
         doclens: list[np.ndarray] = [_NO_DOCS] * count
         sample_ids = refs.sample_id.copy()
-        # Group the batch's slots by shard with one sort; each shard copies its rows in one call.
-        keys = np.where(refs.source >= 0, refs.source * (1 << 40) + refs.shard, -1)
-        order = np.argsort(keys, kind="stable")
-        sorted_keys = keys[order]
-        bounds = (np.flatnonzero(sorted_keys[1:] != sorted_keys[:-1]) + 1).tolist()
-        rows_sorted = refs.row[order]
-        tar_groups: list[tuple[TarShardRows, np.ndarray]] = []
-        tar_slots: list[np.ndarray] = []
-        results: list[tuple[np.ndarray, ReadResult]] = []
-
-        def read_pending_tar_groups() -> None:
-            if tar_groups:
-                slots = np.concatenate(tar_slots)
-                results.append((slots, read_tar_rows(tar_groups, slots, tokens, self.skip_corrupt)))
-                tar_groups.clear()
-                tar_slots.clear()
-
-        for lo, hi in zip([0, *bounds], [*bounds, count], strict=True):
-            key = int(sorted_keys[lo])
-            if key < 0:
+        others: dict[tuple[int, int], list[tuple[int, int]]] = {}  # rows of non-tar sources, read per shard
+        last_key, reader = None, None
+        # Rows of our tar shards are copied in slot order, one after another: a well-mixed batch has a row or
+        # two per shard, so per-row Python work on plain ints beats grouping by shard with numpy.
+        for slot, key, row in zip(
+            range(count),
+            zip(refs.source.tolist(), refs.shard.tolist(), strict=True),
+            refs.row.tolist(),
+            strict=True,
+        ):
+            if key[0] < 0:
                 continue
-            if len(tar_groups) >= self.max_open:  # opening another shard would close a pending one
-                read_pending_tar_groups()
-            reader = self._shard(key >> 40, key & ((1 << 40) - 1))
-            if isinstance(reader, TarShardRows):  # read together, in one loop over all their rows
-                tar_groups.append((reader, rows_sorted[lo:hi]))
-                tar_slots.append(order[lo:hi])
-            else:
-                slots = order[lo:hi]
-                results.append((slots, reader.read(rows_sorted[lo:hi], tokens, slots, self.skip_corrupt)))
-        read_pending_tar_groups()
-        for slots, result in results:
-            for slot, n, dl in zip(slots.tolist(), result.lengths, result.doclens, strict=True):
-                lengths[slot] = n
-                doclens[slot] = dl
+            if key != last_key:
+                reader, last_key = self._shard(*key), key
+            if not isinstance(reader, TarShardRows):
+                others.setdefault(key, []).append((slot, row))
+                continue
+            n, docs = reader.read_row(row, tokens, slot, self.skip_corrupt)
+            if docs is None:
+                self.corrupt_rows_skipped += 1
+                sample_ids[slot] = -1
+                continue
+            lengths[slot], doclens[slot] = n, docs
+        for key, items in others.items():
+            slots = np.array([slot for slot, _ in items], dtype=np.int64)
+            rows = np.array([row for _, row in items], dtype=np.int64)
+            result = self._shard(*key).read(rows, tokens, slots, self.skip_corrupt)
+            for slot, n, docs in zip(slots.tolist(), result.lengths, result.doclens, strict=True):
+                lengths[slot], doclens[slot] = n, docs
             if result.corrupt_rows:
                 self.corrupt_rows_skipped += len(result.corrupt_rows)
                 sample_ids[slots[np.asarray(result.lengths) == 0]] = -1

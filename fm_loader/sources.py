@@ -98,16 +98,52 @@ class TarShardRows(ShardRows):
         self._map = mmap.mmap(self._file.fileno(), size, access=mmap.ACCESS_READ) if size else None
         self._view = memoryview(self._map) if self._map is not None else memoryview(b"")
         self._dtype = np.dtype("<u2") if index.token_itemsize == 2 else np.dtype("<u4")
+        self._isz = self._dtype.itemsize
         self._tokens = np.frombuffer(self._view[: size - size % self._dtype.itemsize], dtype=self._dtype)
 
     def _reread(self, start: int, nbytes: int) -> bytes:
         """Bypass the memory map: read the bytes again from the file."""
         return os.pread(self._file.fileno(), nbytes, start)
 
+    def read_row(
+        self, row: int, out: np.ndarray, slot: int, skip_corrupt: bool = False
+    ) -> tuple[int, np.ndarray | None]:
+        """Verify row ``row`` and copy it into ``out[slot]``: (tokens, document lengths), or (0, None) when the
+        row is corrupt and ``skip_corrupt`` is set. Index fields come from the index's 64-bit word view as
+        Python ints, so a row costs one checksum, one copy and a few attribute reads."""
+        words, isz = self.index.words, self._isz
+        base = row * RECORD_WORDS
+        sizes = int(words[base + WORD_SIZES])
+        n, docs = sizes & 0xFFFFFFFF, sizes >> 32
+        off = int(words[base + WORD_TOKENS_OFFSET]) // isz
+        chunk = self._tokens[off : off + n]
+        want = int(words[base + WORD_TOKENS_CHECKSUM])
+        if row_checksum(chunk) != want:
+            fresh = self._reread(off * isz, n * isz)
+            if row_checksum(fresh) != want:
+                if not skip_corrupt:
+                    raise CorruptRowError(self.label, row)
+                logger.warning("skipping corrupt row %d of %s", row, self.label)
+                return 0, None
+            chunk = np.frombuffer(fresh, dtype=self._dtype)
+        out[slot, :n] = chunk
+        first_doc = int(words[base + WORD_DOC_START])
+        return n, self.index.doclens[first_doc : first_doc + docs]
+
     def read(
         self, rows: np.ndarray, out: np.ndarray, slots: np.ndarray, skip_corrupt: bool = False
     ) -> ReadResult:
-        return read_tar_rows([(self, rows)], slots, out, skip_corrupt)
+        lengths: list[int] = []
+        doclens: list[np.ndarray] = []
+        corrupt: list[int] = []
+        for slot, row in zip(slots.tolist(), rows.tolist(), strict=True):
+            n, docs = self.read_row(row, out, slot, skip_corrupt)
+            if docs is None:
+                corrupt.append(row)
+                docs = self.index.doclens[:0]
+            lengths.append(n)
+            doclens.append(docs)
+        return ReadResult(lengths, doclens, sum(lengths) * self._isz, corrupt)
 
     def close(self) -> None:
         self._tokens = np.zeros(0, self._dtype)
@@ -117,52 +153,6 @@ class TarShardRows(ShardRows):
         self._file.close()
         if self._cache is not None:
             self._cache.unpin(self.path)
-
-
-def read_tar_rows(
-    groups: list[tuple[TarShardRows, np.ndarray]], slots: np.ndarray, out: np.ndarray, skip_corrupt: bool
-) -> ReadResult:
-    """Copy the rows of several shards (``groups`` of shard and row numbers) into ``out[slots]``, in one pass.
-
-    A well-mixed batch holds a row or two from each of many shards, so there is no per-shard numpy work:
-    index fields are read as Python ints from each index's 64-bit word view, then every row costs one
-    checksum and one copy. Results come back in the order of the concatenated groups (``slots`` order).
-    """
-    lengths: list[int] = []
-    doclens: list[np.ndarray] = []
-    corrupt: list[int] = []
-    bytes_read = 0
-    slot_list = slots.tolist()
-    j = 0
-    for reader, rows in groups:
-        words, all_doclens, tokens = reader.index.words, reader.index.doclens, reader._tokens
-        isz = reader._dtype.itemsize
-        for row in rows.tolist():
-            base = row * RECORD_WORDS
-            sizes = int(words[base + WORD_SIZES])
-            n, docs = sizes & 0xFFFFFFFF, sizes >> 32
-            off = int(words[base + WORD_TOKENS_OFFSET]) // isz
-            first_doc = int(words[base + WORD_DOC_START])
-            want = int(words[base + WORD_TOKENS_CHECKSUM])
-            chunk = tokens[off : off + n]
-            if row_checksum(chunk) != want:
-                fresh = reader._reread(off * isz, n * isz)
-                if row_checksum(fresh) != want:
-                    if not skip_corrupt:
-                        raise CorruptRowError(reader.label, row)
-                    logger.warning("skipping corrupt row %d of %s", row, reader.label)
-                    corrupt.append(row)
-                    lengths.append(0)
-                    doclens.append(all_doclens[:0])
-                    j += 1
-                    continue
-                chunk = np.frombuffer(fresh, dtype=reader._dtype)
-            out[slot_list[j], :n] = chunk
-            bytes_read += n * isz
-            lengths.append(n)
-            doclens.append(all_doclens[first_doc : first_doc + docs])
-            j += 1
-    return ReadResult(lengths, doclens, bytes_read, corrupt)
 
 
 class ManifestSource(Source):
