@@ -7,6 +7,7 @@ Dagster asset (as ``AssetCheckResult``s) and from the audit report.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,7 +39,8 @@ class StageCheck:
 
 
 def schema_fingerprint(schema: pa.Schema) -> str:
-    text = ",".join(f"{f.name}:{f.type}" for f in schema)
+    # Parquet renames list children ("item" -> "element") on the way to disk; the child name carries no meaning.
+    text = ",".join(f"{f.name}:{re.sub(r'<(item|element): ', '<', str(f.type))}" for f in schema)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

@@ -5,7 +5,6 @@ copies) and ``card.json`` describes where the data came from. The version is a h
 manifests, so re-running with nothing new produces the same version.
 """
 
-from __future__ import annotations
 
 import posixpath
 from dataclasses import replace

@@ -25,6 +25,7 @@ def build_resources(profile: str | None = None) -> dict[str, Any]:
             blocklist_file=env.get("FM_BLOCKLIST_FILE"),
             progress=env.get("FM_PROGRESS", "1") != "0",
             near_dedup=env.get("FM_NEAR_DEDUP", "1") != "0",
+            min_packing_efficiency=float(env.get("FM_MIN_PACKING_EFFICIENCY", 0.98)),
         ),
         "tokenizers": TokenizerRegistryResource(tokenizer_file=env.get("FM_TOKENIZER_FILE")),
         "spark": SparkResource(master=env.get("FM_SPARK_MASTER", "local[2]" if profile == "local" else "local[*]")),

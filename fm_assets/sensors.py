@@ -1,6 +1,5 @@
 """Sensor: every new complete landing batch becomes a partition and a run (idempotent run keys)."""
 
-from __future__ import annotations
 
 from dagster import RunRequest, SensorEvaluationContext, SensorResult, sensor
 

@@ -4,7 +4,6 @@ The asset always reports a materialization, even on a cache hit, carrying the st
 so the UI and lineage stay true while the stage contract decides whether work is done.
 """
 
-from __future__ import annotations
 
 import json
 import time

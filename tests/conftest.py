@@ -58,6 +58,7 @@ def fm_env(tmp_path, monkeypatch, tokenizer_file):
     monkeypatch.setenv("FM_LAND_ROWS_PER_PART", "25")
     monkeypatch.setenv("FM_ROWS_PER_SHARD", "64")
     monkeypatch.setenv("FM_SPARK_MASTER", "local[2]")
+    monkeypatch.setenv("FM_MIN_PACKING_EFFICIENCY", "0.95")  # test partitions hold only ~80 rows
     (tmp_path / "dagster_home").mkdir()
     (tmp_path / "dagster_home" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     return root

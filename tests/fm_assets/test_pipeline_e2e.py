@@ -87,8 +87,16 @@ def test_graph_end_to_end_skip_and_code_version(fm_env, real_sample, monkeypatch
     after = len(instance.fetch_materializations(AssetKey("tokenize"), limit=100).records)
     assert after == before + len(batches)
 
-    # a code-version bump of normalize recomputes normalize and its descendants, nothing before it
+    # a code-version bump of normalize that changes its output recomputes normalize and every descendant,
+    # nothing before it
+    original = NormalizeStage.transform
+
+    def transform_v2(self, ctx, record, extra):
+        changed = original(self, ctx, record, extra)
+        return {**changed, "text": changed["text"] + "\n[normalized by v2]"}
+
     monkeypatch.setattr(NormalizeStage, "code_version", "normalize-v2-test")
+    monkeypatch.setattr(NormalizeStage, "transform", transform_v2)
     assert run_batches(release=False) == {}
     third = refs(store, batches)
     position = STAGE_NAMES.index("normalize")
@@ -99,3 +107,12 @@ def test_graph_end_to_end_skip_and_code_version(fm_env, real_sample, monkeypatch
         else:
             assert ref["last_cache_hit"] is False, (batch, stage)
             assert ref["prefix"] != first[(batch, stage)]["prefix"]
+
+    # a pure refactor (new code version, identical output) recomputes only that stage: its data version is
+    # unchanged, so descendants are cache hits (early cutoff, as Dagster's own data-version staleness works)
+    monkeypatch.setattr(NormalizeStage, "code_version", "normalize-v3-refactor")
+    assert run_batches(release=False) == {}
+    fourth = refs(store, batches)
+    for (batch, stage), ref in fourth.items():
+        assert ref["last_cache_hit"] is (stage != "normalize"), (batch, stage)
+        assert ref["data_version"] == third[(batch, stage)]["data_version"]
