@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from loader_helpers import collect, make_dataset
@@ -117,3 +118,17 @@ def test_metrics_report_throughput_and_stall(dataset):
     assert m["rows"] == 21 and m["tokens"] > 0 and m["bytes"] == 2 * m["tokens"]
     assert m["rows_per_s"] > 0 and 0 <= m["input_stall_fraction"] <= 1
     json.dumps(m)
+
+
+def test_batches_kept_by_the_trainer_are_never_overwritten_and_int64_ids_agree(dataset):
+    held = list(Loader(dataset, global_batch_size=5, prefetch=2))  # all alive while later ones are built
+    wide = Loader(dataset, global_batch_size=5, input_ids_dtype=torch.int64)
+    assert held[0]["input_ids"].dtype == torch.int32 and held[0]["labels"].dtype == torch.int64
+    for k, batch in enumerate(held):
+        again = wide.batch_at(0, 5 * k)
+        assert again["input_ids"].dtype == torch.int64
+        for key, value in batch.items():
+            assert torch.equal(value.to(again[key].dtype), again[key]), (k, key)
+    # Batches the trainer has dropped lend their memory to later ones (no fresh pages per batch).
+    buffers = {b["labels"].data_ptr() for b in Loader(dataset, global_batch_size=5, prefetch=0)}
+    assert len(buffers) < len(held)
