@@ -40,6 +40,8 @@ def _failure_message(result: Any) -> str:
     for event in result.all_events:
         if event.is_failure and event.event_specific_data is not None:
             error = getattr(event.event_specific_data, "error", None)
+            while error is not None and error.cause is not None:  # the root cause, not Dagster's wrapper
+                error = error.cause
             if error is not None:
                 return f"{event.step_key}: {error.message.strip()}"
     return "run failed (see the Dagster event log)"

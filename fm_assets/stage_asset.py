@@ -7,6 +7,7 @@ so the UI and lineage stay true while the stage contract decides whether work is
 
 import json
 import time
+from dataclasses import asdict
 from typing import Any
 
 from dagster import (
@@ -22,7 +23,7 @@ from dagster import (
 )
 
 from fm_assets import progress
-from fm_assets.checks import COMMON_CHECKS, StageCheck
+from fm_assets.checks import COMMON_CHECKS, CheckOutcome, StageCheck
 from fm_assets.partitions import batch_partitions
 from fm_assets.refs import write_ref
 from fm_assets.stage import Stage, StageContext, run_stage
@@ -34,10 +35,30 @@ def stage_checks(stage: Stage) -> tuple[StageCheck, ...]:
     return (*COMMON_CHECKS, *stage.checks)
 
 
+CHECKS_FILE = "_checks.json"
+
+
+def evaluate_checks(stage: Stage, store, success: dict[str, Any]) -> dict[str, CheckOutcome]:
+    """Check outcomes for an output folder. Outputs are immutable, so outcomes are stored next to them and a
+    cache hit re-reports them instead of re-reading every shard (only checks not stored yet are evaluated)."""
+    rel = f"{success['prefix']}/{CHECKS_FILE}"
+    stored = store.read_json(rel) if store.exists(rel) else {}
+    outcomes = {}
+    for check in stage_checks(stage):
+        if check.name in stored:
+            outcomes[check.name] = CheckOutcome(**stored[check.name])
+        else:
+            outcomes[check.name] = check.fn(store, success, stage)
+    if set(outcomes) - set(stored):
+        store.write_json(rel, {name: asdict(outcome) for name, outcome in outcomes.items()})
+    return outcomes
+
+
 def run_checks(stage: Stage, store, success: dict[str, Any]) -> list[AssetCheckResult]:
     results = []
+    outcomes = evaluate_checks(stage, store, success)
     for check in stage_checks(stage):
-        outcome = check.fn(store, success, stage)
+        outcome = outcomes[check.name]
         severity = AssetCheckSeverity.WARN if check.warn_only else AssetCheckSeverity.ERROR
         results.append(
             AssetCheckResult(
