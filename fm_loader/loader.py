@@ -127,7 +127,10 @@ class BatchAssembler:
         doclens: list[np.ndarray] = [_NO_DOCS] * count
         sample_ids = refs.sample_id.copy()
         others: dict[tuple[int, int], list[tuple[int, int]]] = {}  # rows of non-tar sources, read per shard
-        last_key, reader = None, None
+        # With at most max_open rows no shard of this batch can be evicted while the batch is read, so a plain
+        # dict spares the LRU bookkeeping for repeated shards; otherwise every row goes through the LRU.
+        readers: dict[tuple[int, int], ShardRows] = {}
+        use_local = count <= self.max_open
         # Rows of our tar shards are copied in slot order, one after another: a well-mixed batch has a row or
         # two per shard, so per-row Python work on plain ints beats grouping by shard with numpy.
         for slot, key, row in zip(
@@ -138,8 +141,9 @@ class BatchAssembler:
         ):
             if key[0] < 0:
                 continue
-            if key != last_key:
-                reader, last_key = self._shard(*key), key
+            reader = readers.get(key) if use_local else None
+            if reader is None:
+                reader = readers[key] = self._shard(*key)
             if not isinstance(reader, TarShardRows):
                 others.setdefault(key, []).append((slot, row))
                 continue
@@ -324,10 +328,10 @@ class Loader:
         self.epoch, self.rows_consumed = epoch, start + self.global_batch_size
         if self.rows_consumed >= self.epoch_rows:
             self.epoch, self.rows_consumed = epoch + 1, 0
-        tokens = int(batch["valid_token_count"].sum())
+        tokens = int(batch["valid_token_count"].numpy().sum())
         m = self._metrics
         m.batches += 1
-        m.rows += int((batch["sample_ids"] >= 0).sum())
+        m.rows += int(np.count_nonzero(batch["sample_ids"].numpy() >= 0))
         m.tokens += tokens
         m.bytes += tokens * self._token_bytes
         m.corrupt_rows_skipped = self._assembler.corrupt_rows_skipped
