@@ -18,9 +18,15 @@ Training::
 
     loader = fm_loader.Loader("datasets/web/v1/manifest.json", global_batch_size=512, rank=r, world_size=W,
                               seed=0, expected_tokenizer_hash="...")
-    for batch in loader: ...                             # fixed-shape dict of tensors (see fm_loader.batching)
+    for batch in loader: ...                             # fixed-shape dict of tensors (see fm_loader.batching):
+                                                         # input_ids int32 (input_ids_dtype=torch.int64 for
+                                                         # int64), labels int64, loss_mask bool, ...
     state = loader.state_dict()                          # {format, fingerprint, seed, epoch, rows_consumed}
     loader2 = fm_loader.Loader(..., rank=r2, world_size=W2); loader2.load_state_dict(state)
+
+Remote shards (``s3://``, ``gs://``, ... through fsspec) are cached locally; pass fsspec options with
+``storage_options``, e.g. ``Loader("s3://bucket/web/v1/manifest.json", ..., storage_options={"client_kwargs":
+{"endpoint_url": "http://127.0.0.1:9000"}})`` for an S3-compatible server.
 
 Modules: ``format`` (tar + row index), ``manifest``, ``storage`` (URIs, remote cache), ``order`` (shuffle and
 interleave math), ``stream`` (global stream), ``mixture`` (YAML mixtures), ``sources`` (shard readers),

@@ -9,6 +9,10 @@ or worker count continues the same global stream, and seeking costs O(shards), n
 With ``num_workers > 0`` batches are built in torch ``DataLoader`` worker processes, worker ``w`` building
 batches ``w, w + num_workers, ...``; the DataLoader's in-order round robin keeps the global order.
 With ``num_workers == 0`` a prefetch thread builds the next ``prefetch`` batches while the trainer computes.
+
+A batch is built in one pass per output array (:mod:`fm_loader.batching`): rows are checksummed (xxh3) and
+copied straight from memory-mapped shards into a reused ``(B, T)`` buffer, then every derived field is computed
+for the whole batch at once from the document lengths in the row index.
 """
 
 from __future__ import annotations
@@ -190,7 +194,11 @@ class _WorkerBatches(torch.utils.data.IterableDataset):
 
 
 class Loader:
-    """Iterate to get this rank's slice of each global batch; see the module docstring for the contract."""
+    """Iterate to get this rank's slice of each global batch; see the module docstring for the contract.
+
+    ``input_ids_dtype`` is torch.int32 (default; ``nn.Embedding`` takes it) or torch.int64; ``labels`` is always
+    int64 for ``cross_entropy``. ``storage_options`` are passed to fsspec for remote manifests and shards.
+    """
 
     def __init__(
         self,
