@@ -154,17 +154,23 @@ def fill_batch(
         casting="unsafe",
     )
 
-    labels = out["labels"]
+    # loss_mask is written directly (1 byte a token) rather than read back from labels (8 bytes a token); it is
+    # False exactly where labels get IGNORE_INDEX: the last column, each document's last token, padding.
+    labels, loss_mask = out["labels"], out["loss_mask"]
     np.copyto(labels[:, :-1], ids[:, 1:], casting="unsafe")
+    loss_mask.fill(True)
     labels[:, -1] = IGNORE_INDEX
-    labels.reshape(-1)[doc_row * seq_len + doc_end - 1] = IGNORE_INDEX  # last token of every document
+    loss_mask[:, -1] = False
+    doc_last = doc_row * seq_len + doc_end - 1
+    labels.reshape(-1)[doc_last] = IGNORE_INDEX
+    loss_mask.reshape(-1)[doc_last] = False
 
     short = np.flatnonzero(lengths < seq_len)
     for row, n in zip(short.tolist(), lengths[short].tolist(), strict=True):
         ids[row, n:] = 0
         labels[row, n:] = IGNORE_INDEX
+        loss_mask[row, n:] = False
         position_ids[row, n:] = 0
-    np.not_equal(labels, IGNORE_INDEX, out=out["loss_mask"])
 
     cu = out["cu_seqlens"]
     cu[:] = lengths[:, None]

@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 import numpy as np
+import xxhash
 
 from fm_loader.format import (
     RECORD_WORDS,
@@ -99,6 +100,7 @@ class TarShardRows(ShardRows):
         self._view = memoryview(self._map) if self._map is not None else memoryview(b"")
         self._dtype = np.dtype("<u2") if index.token_itemsize == 2 else np.dtype("<u4")
         self._isz = self._dtype.itemsize
+        self._words, self._doclens = index.words, index.doclens
         self._tokens = np.frombuffer(self._view[: size - size % self._dtype.itemsize], dtype=self._dtype)
 
     def _reread(self, start: int, nbytes: int) -> bytes:
@@ -111,14 +113,14 @@ class TarShardRows(ShardRows):
         """Verify row ``row`` and copy it into ``out[slot]``: (tokens, document lengths), or (0, None) when the
         row is corrupt and ``skip_corrupt`` is set. Index fields come from the index's 64-bit word view as
         Python ints, so a row costs one checksum, one copy and a few attribute reads."""
-        words, isz = self.index.words, self._isz
+        words, isz = self._words, self._isz
         base = row * RECORD_WORDS
-        sizes = int(words[base + WORD_SIZES])
+        sizes = words[base + WORD_SIZES]
         n, docs = sizes & 0xFFFFFFFF, sizes >> 32
-        off = int(words[base + WORD_TOKENS_OFFSET]) // isz
+        off = words[base + WORD_TOKENS_OFFSET] // isz
         chunk = self._tokens[off : off + n]
-        want = int(words[base + WORD_TOKENS_CHECKSUM])
-        if row_checksum(chunk) != want:
+        want = words[base + WORD_TOKENS_CHECKSUM]
+        if xxhash.xxh3_64_intdigest(chunk) != want:  # row_checksum, without a Python call per row
             fresh = self._reread(off * isz, n * isz)
             if row_checksum(fresh) != want:
                 if not skip_corrupt:
@@ -127,8 +129,8 @@ class TarShardRows(ShardRows):
                 return 0, None
             chunk = np.frombuffer(fresh, dtype=self._dtype)
         out[slot, :n] = chunk
-        first_doc = int(words[base + WORD_DOC_START])
-        return n, self.index.doclens[first_doc : first_doc + docs]
+        first_doc = words[base + WORD_DOC_START]
+        return int(n), self._doclens[first_doc : first_doc + docs]
 
     def read(
         self, rows: np.ndarray, out: np.ndarray, slots: np.ndarray, skip_corrupt: bool = False
