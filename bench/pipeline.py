@@ -100,7 +100,7 @@ def _tokenize_vs_bare(root: Path, batches: list[str]) -> dict:
 
 def _packing(root: Path, batches: list[str]) -> dict:
     from fm_assets.refs import read_success
-    from fm_assets.steps.packing import best_fit_decreasing, split_documents
+    from fm_assets.steps.packing import pack_documents
     from fm_resources.object_store import ObjectStore
 
     store = ObjectStore(str(root))
@@ -111,7 +111,7 @@ def _packing(root: Path, batches: list[str]) -> dict:
             lengths = []
             for part in read_success(store, "tokenize", batch)["parts"]:
                 lengths.extend(pq.read_table(store.local_path(part), columns=["n_tokens"])["n_tokens"].to_pylist())
-            bins = best_fit_decreasing(split_documents(lengths, seq_len), seq_len)
+            bins = pack_documents(lengths, seq_len)
             tokens += sum(lengths)
             rows += len(bins)
         result[f"T={seq_len}"] = {"rows": rows, "tokens": tokens, "efficiency": round(tokens / (rows * seq_len), 5)}

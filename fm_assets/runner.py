@@ -15,6 +15,8 @@ from fm_assets.landing import list_complete_batches
 from fm_assets.partitions import BATCH_PARTITIONS_NAME
 
 DAGSTER_YAML = "telemetry:\n  enabled: false\n"
+# Dagster's per-event console log drowns the progress bar; the event log in the instance keeps everything.
+RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": os.environ.get("FM_DAGSTER_LOG_LEVEL", "ERROR")}}}}
 
 
 def dagster_instance() -> DagsterInstance:
@@ -84,12 +86,16 @@ def run_batches(
         progress.add_listener(on_event)
         try:
             for batch in wanted:
-                result = job.execute_in_process(partition_key=batch, instance=instance, raise_on_error=False)
+                result = job.execute_in_process(
+                    partition_key=batch, instance=instance, raise_on_error=False, run_config=RUN_CONFIG
+                )
                 if not result.success:
                     failures[batch] = _failure_message(result)
             if release and not failures:
                 bar.update(task, description="dataset release")
-                result = defs.resolve_job_def("release").execute_in_process(instance=instance, raise_on_error=False)
+                result = defs.resolve_job_def("release").execute_in_process(
+                    instance=instance, raise_on_error=False, run_config=RUN_CONFIG
+                )
                 if not result.success:
                     failures["<release>"] = _failure_message(result)
         finally:

@@ -12,6 +12,7 @@ class PipelineConfigResource(ConfigurableResource):
     seq_len: int = Field(default=2048, description="Tokens per packed row (context window T)")
     rows_per_shard: int = Field(default=1024, description="Packed rows per WebDataset shard")
     land_rows_per_part: int = Field(default=5000, description="Records per land part file (work-unit size)")
+    pack_min_fragment: int = Field(default=1, description="Smallest piece of a long document used to fill a row gap")
     pack_tokens_per_unit: int = Field(default=8_000_000, description="Token budget of one pack work unit")
     allowed_languages: list[str] = Field(default_factory=list, description="Keep only these languages (empty: all)")
     min_language_score: float = Field(default=0.0, description="Reject documents whose language score is lower")

@@ -1,5 +1,8 @@
 """pack: tokenized documents -> rows of T tokens, best-fit-decreasing, with document boundaries kept.
 
+Documents of at most T tokens are never split; longer ones are split, and their pieces also fill the
+gaps best-fit leaves (see ``steps.packing.pack_documents``).
+
 Work units are runs of consecutive tokenize parts up to a token budget, so memory stays bounded and
 bigger units leave fewer half-empty rows. Accounting is in documents: every document in is packed.
 """
@@ -15,7 +18,7 @@ import pyarrow.parquet as pq
 from fm_assets.checks import CheckOutcome, StageCheck
 from fm_assets.stage import Stage, StageContext
 from fm_assets.stage_runtime import StageRun, UnitResult, UnitWriter, WorkUnit
-from fm_assets.steps.packing import best_fit_decreasing, split_documents
+from fm_assets.steps.packing import pack_documents
 from fm_assets.steps.token_records import PACKED_SCHEMA, flat_tokens, token_list_array
 
 
@@ -41,9 +44,9 @@ def check_packing_efficiency(store, success: dict[str, Any], stage: Any) -> Chec
 
 class PackStage(Stage):
     name = "pack"
-    code_version = "pack-v1"
     upstream = "tokenize"
     description = "Best-fit-decreasing packing into rows of seq_len tokens; only documents longer than T split."
+    code_version = "pack-v2"
     output_schema = PACKED_SCHEMA
     checks = (StageCheck("packing_efficiency", "packing-efficiency floor", check_packing_efficiency),)
 
@@ -52,6 +55,7 @@ class PackStage(Stage):
             "seq_len": ctx.settings.seq_len,
             "tokens_per_unit": ctx.settings.pack_tokens_per_unit,
             "min_packing_efficiency": ctx.settings.min_packing_efficiency,
+            "min_fragment": ctx.settings.pack_min_fragment,
         }
 
     def plan(self, ctx: StageContext) -> list[WorkUnit]:
@@ -84,7 +88,7 @@ class PackStage(Stage):
         values, offsets = flat_tokens(table["tokens"])
         doc_ids = table["doc_id"].to_pylist()
         lengths = np.diff(offsets).tolist()
-        bins = best_fit_decreasing(split_documents(lengths, capacity), capacity)
+        bins = pack_documents(lengths, capacity, ctx.settings.pack_min_fragment)
 
         row_ids, row_lens, row_doc_lens, row_doc_ids, chunks = [], [], [], [], []
         for row, pieces in enumerate(bins):

@@ -47,3 +47,55 @@ def best_fit_decreasing(pieces: list[Piece], capacity: int) -> list[list[Piece]]
         if remaining - piece.length > 0:
             insort(open_bins, (remaining - piece.length, index))
     return bins
+
+
+def pack_documents(lengths: list[int], capacity: int, min_fragment: int = 1) -> list[list[Piece]]:
+    """Rows for documents of ``lengths``: short documents whole (best-fit decreasing), long ones split.
+
+    Documents no longer than ``capacity`` are never split. Documents longer than it are split anyway,
+    so where they are cut is free: their tokens, laid end to end, first fill whole rows, and the last
+    part of that stream fills the gaps the short documents left (gaps smaller than ``min_fragment``
+    stay empty), then one final partial row. At most one row is not full, beyond those small gaps.
+    """
+    short = [Piece(doc, 0, n) for doc, n in enumerate(lengths) if 0 < n <= capacity]
+    long_docs = [(doc, n) for doc, n in enumerate(lengths) if n > capacity]
+    bins = best_fit_decreasing(short, capacity)
+    fillable = [(index, capacity - sum(p.length for p in row)) for index, row in enumerate(bins)]
+    fillable = [(index, gap) for index, gap in fillable if gap >= min_fragment]
+    stream_total = sum(n for _, n in long_docs)
+    gap_total = sum(gap for _, gap in fillable)
+    full_rows = max(0, (stream_total - gap_total) // capacity)
+
+    stream = _Stream(long_docs)
+    rows = [stream.take(capacity) for _ in range(full_rows)]
+    for index, gap in fillable:
+        if stream.remaining == 0:
+            break
+        bins[index].extend(stream.take(gap))
+    while stream.remaining:
+        rows.append(stream.take(capacity))
+    return rows + bins
+
+
+class _Stream:
+    """Long documents laid end to end; ``take(n)`` cuts the next ``n`` tokens into per-document pieces."""
+
+    def __init__(self, docs: list[tuple[int, int]]) -> None:
+        self.docs = docs
+        self.position = 0  # index into docs
+        self.offset = 0  # token offset inside docs[position]
+        self.remaining = sum(n for _, n in docs)
+
+    def take(self, n: int) -> list[Piece]:
+        pieces = []
+        while n > 0 and self.remaining > 0:
+            doc, length = self.docs[self.position]
+            size = min(n, length - self.offset)
+            pieces.append(Piece(doc, self.offset, size))
+            self.offset += size
+            self.remaining -= size
+            n -= size
+            if self.offset == length:
+                self.position += 1
+                self.offset = 0
+        return pieces
