@@ -62,3 +62,33 @@ def fm_env(tmp_path, monkeypatch, tokenizer_file):
     (tmp_path / "dagster_home").mkdir()
     (tmp_path / "dagster_home" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     return root
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """A real S3-compatible server (moto in server mode) on loopback, with bucket ``fm-test``."""
+    import socket
+
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    boto3.client(
+        "s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test", region_name="us-east-1"
+    ).create_bucket(Bucket="fm-test")
+    yield endpoint
+    server.stop()
+
+
+@pytest.fixture
+def s3_env(monkeypatch, s3_server):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("FM_S3_ENDPOINT_URL", s3_server)
+    return {"endpoint": s3_server, "bucket": "fm-test"}

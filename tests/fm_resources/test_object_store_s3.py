@@ -2,43 +2,13 @@
 
 from __future__ import annotations
 
-import socket
-
 import boto3
-import pytest
-from moto.server import ThreadedMotoServer
 
 from fm_resources.object_store import ObjectStoreResource
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def s3_endpoint(monkeypatch_module=None):
-    port = _free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
-    server.start()
-    endpoint = f"http://127.0.0.1:{port}"
-    boto3.client(
-        "s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test", region_name="us-east-1"
-    ).create_bucket(Bucket="fm-test")
-    yield endpoint
-    server.stop()
-
-
-@pytest.fixture
-def s3_env(monkeypatch, s3_endpoint):
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    return s3_endpoint
-
-
 def test_s3_store_round_trip(s3_env, tmp_path):
+    s3_env = s3_env["endpoint"]
     store = ObjectStoreResource(root="s3://fm-test/prefix", s3_endpoint_url=s3_env).store()
     assert not store.is_local
     store.write_json("a/b.json", {"x": 1})
