@@ -1,4 +1,4 @@
-"""The ``fm`` command line: sample-data, land, run, report, rejects, release and demo."""
+"""The ``fm`` command line: sample-data, land, run, report, rejects, audit and demo."""
 
 from __future__ import annotations
 
@@ -113,6 +113,35 @@ def cmd_rejects(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_audit(args: argparse.Namespace) -> int:
+    from fm_assets.audit import build_audit
+
+    audit = build_audit(_store(args), args.dataset)
+    if args.json:
+        out.print_json(json.dumps(audit, default=str))
+        return 0
+    table = Table(title="licences: where they ended up")
+    for column in ("licence", "docs landed", "docs in shards", "tokens in shards"):
+        table.add_column(column)
+    for licence, row in sorted(audit["licences"].items()):
+        table.add_row(licence, f"{row['documents_landed']:,}", f"{row['documents_in_shards']:,}", f"{row['tokens']:,}")
+    console.print(table)
+    table = Table(title="per batch evidence")
+    for column in ("batch", "source", "licence", "namespace", "PII-flagged docs", "eval leaks removed", "checks"):
+        table.add_column(column, overflow="fold")
+    for row in audit["batches"]:
+        checks = [c for stage in row["stages"].values() for c in stage["checks"].values()]
+        passed = sum(1 for c in checks if c["passed"])
+        table.add_row(
+            row["batch"], row["source"], row["license"], row["namespace"], str(row["pii_flagged_documents"]),
+            str(row["eval_contamination_removed"]), f"{passed}/{len(checks)} passed",
+        )
+    console.print(table)
+    if audit["failed_checks"]:
+        console.print(f"[yellow]failed checks: {', '.join(audit['failed_checks'])}[/yellow]")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from fm_assets.demo import run_demo
 
@@ -153,6 +182,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stage")
     p.add_argument("--with-text", action="store_true", help="full text instead of a 200-char prefix")
     p.set_defaults(func=cmd_rejects)
+
+    p = sub.add_parser("audit", help="compliance report: licences, PII flags, eval leakage, check outcomes")
+    p.add_argument("--dataset", help="limit to the batches of this dataset's latest version (e.g. fm-demo)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_audit)
 
     p = sub.add_parser("demo", help="sample data -> 3 batches -> run -> report -> read shards back")
     p.add_argument("--max-docs", type=int, default=1500, help="documents per package")

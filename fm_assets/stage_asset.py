@@ -23,6 +23,7 @@ from dagster import (
 )
 
 from fm_assets import progress
+from fm_assets.audit import CHECKS_FILE
 from fm_assets.checks import COMMON_CHECKS, CheckOutcome, StageCheck
 from fm_assets.partitions import batch_partitions
 from fm_assets.refs import write_ref
@@ -35,7 +36,6 @@ def stage_checks(stage: Stage) -> tuple[StageCheck, ...]:
     return (*COMMON_CHECKS, *stage.checks)
 
 
-CHECKS_FILE = "_checks.json"
 
 
 def evaluate_checks(stage: Stage, store, success: dict[str, Any]) -> dict[str, CheckOutcome]:

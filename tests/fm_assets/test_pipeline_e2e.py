@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from dagster import AssetKey, DagsterInstance
 
+from fm_assets.audit import build_audit
 from fm_assets.landing import land_batch
 from fm_assets.pipeline import STAGE_NAMES
 from fm_assets.refs import read_ref, read_success
@@ -68,6 +69,17 @@ def test_graph_end_to_end_skip_and_code_version(fm_env, real_sample, monkeypatch
     assert released.rows == sum(
         DatasetManifest.load(store.uri(read_success(store, "shard", b)["artifacts"]["manifest"])).rows for b in batches
     )
+
+    # the audit report is built from the stored check outcomes and the accounting
+    audit = build_audit(store, "fm-demo")
+    assert {b["batch"] for b in audit["batches"]} == set(batches)
+    landed = sum(read_success(store, "land", b)["counts"]["records_in"] for b in batches)
+    assert sum(row["documents_landed"] for row in audit["licences"].values()) == landed
+    assert sum(row["tokens"] for row in audit["licences"].values()) == released.tokens
+    for row in audit["batches"]:
+        assert row["stages"]["land"]["checks"]["accounting"]["passed"] is True
+        assert "no_eval_contamination" in row["stages"]["decontaminate"]["checks"]
+        assert "packing_efficiency" in row["stages"]["pack"]["checks"]
 
     # Dagster saw real materializations with our data versions and checks
     instance = DagsterInstance.get()
