@@ -57,10 +57,18 @@ def cmd_land(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from fm_assets.runner import run_batches
+    from fm_assets.landing import list_complete_batches
+    from fm_assets.runner import UnknownBatchError, run_batches
 
-    failures = run_batches(args.batches or None, release=not args.no_release, console=console)
-    _print_summary(args, None)
+    if not list_complete_batches(_store(args)):
+        console.print(f"[red]fm run: no complete landing batch under {os.environ['FM_ROOT']}; create one with `fm land`[/red]")
+        return 2
+    try:
+        failures = run_batches(args.batches or None, release=not args.no_release, console=console)
+    except UnknownBatchError as exc:
+        console.print(f"[red]fm run: {exc}[/red]")
+        return 2
+    _print_summary(args, args.batches or None)
     if failures:
         for batch, message in failures.items():
             console.print(f"[red]batch {batch} failed: {message}[/red]")
