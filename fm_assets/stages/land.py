@@ -14,6 +14,7 @@ from fm_assets.stage import Stage, StageContext
 from fm_assets.stage_runtime import StageRun, UnitResult, UnitWriter, WorkUnit
 from fm_assets.steps.readers import RawReject, iter_raw_records
 from fm_assets.steps.records import make_doc_id, reject_row
+from fm_resources.object_store import sha256_file
 
 
 def cas_rel(sha256: str) -> str:
@@ -51,11 +52,25 @@ class LandStage(Stage):
         entry = next(f for f in manifest.files if f["path"] == rel_in_batch)
         sha = entry["sha256"]
         already_in_cas = ctx.store.exists(cas_rel(sha))
-        if not already_in_cas:
-            with ctx.store.local_copy(raw_rel) as local:
-                ctx.store.put_file(local, cas_rel(sha))
         records_in = 0
         with ctx.store.local_copy(raw_rel) as local:
+            actual = sha256_file(local)
+            if actual != sha:  # the landed bytes are not what _batch.json promised: quarantine the file
+                writer.reject(
+                    reject_row(
+                        None,
+                        batch=ctx.batch,
+                        stage=self.name,
+                        reason="checksum_mismatch",
+                        details={"file": rel_in_batch, "expected_sha256": sha, "actual_sha256": actual},
+                        cas_hash=actual,
+                        record_index=-1,
+                        text="",
+                    )
+                )
+                return UnitResult(records_in=1, extra={"bytes_in": entry["bytes"], "files": 1})
+            if not already_in_cas:
+                ctx.store.put_file(local, cas_rel(sha))
             for item in iter_raw_records(local):
                 records_in += 1
                 if isinstance(item, RawReject):

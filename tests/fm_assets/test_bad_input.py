@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 
 import pytest
@@ -67,11 +68,12 @@ def test_batch_without_licence_or_with_unknown_namespace_is_refused(tmp_path):
 
 def test_hand_made_batch_without_licence_is_rejected_per_record(tmp_path):
     store = ObjectStore(str(tmp_path / "root"))
-    store.write_bytes("landing/manual/files/a.jsonl", b'{"text": "some words here"}\n{"text": "more words"}\n')
+    payload = b'{"text": "some words here"}\n{"text": "more words"}\n'
+    store.write_bytes("landing/manual/files/a.jsonl", payload)
     store.write_json(
         "landing/manual/_batch.json",
         {"batch": "manual", "source": "s", "license": "", "namespace": "cloud",
-         "files": [{"path": "a.jsonl", "sha256": "0" * 64, "bytes": 10}]},
+         "files": [{"path": "a.jsonl", "sha256": hashlib.sha256(payload).hexdigest(), "bytes": len(payload)}]},
     )
     settings = PipelineConfigResource(progress=False)
     land = run_stage(LAND, StageContext(store, "manual", settings))
@@ -79,3 +81,15 @@ def test_hand_made_batch_without_licence_is_rejected_per_record(tmp_path):
     validate = run_stage(VALIDATE, StageContext(store, "manual", settings))
     assert validate.success["counts"]["records_out"] == 0
     assert validate.success["counts"]["records_rejected"] == 2
+
+
+def test_landed_bytes_that_do_not_match_the_manifest_are_quarantined(tmp_path):
+    src = tmp_path / "a.jsonl"
+    src.write_text('{"text": "original words"}\n')
+    store = ObjectStore(str(tmp_path / "root"))
+    batch = land_batch(store, src, source="s", license_id="MIT", namespace="cloud").batch
+    store.write_bytes(f"landing/{batch}/files/a.jsonl", b'{"text": "tampered"}\n')  # bit rot / tampering
+    land = run_stage(LAND, StageContext(store, batch, PipelineConfigResource(progress=False)))
+    assert land.success["rejects_by_reason"] == {"checksum_mismatch": 1}
+    assert land.success["counts"]["records_out"] == 0
+    assert not store.exists("cas")  # nothing unverified enters the content-addressed store
