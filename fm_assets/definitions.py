@@ -11,6 +11,7 @@ from fm_assets.release import dataset_release
 from fm_assets.resources import build_resources
 from fm_assets.sensors import landing_batch_sensor
 from fm_assets.stage_asset import build_stage_asset
+from fm_assets.views import VIEW_ASSETS
 
 check_chain()
 STAGE_ASSETS = [build_stage_asset(stage) for stage in STAGES]
@@ -24,7 +25,7 @@ def build_definitions(profile: str | None = None) -> Definitions:
     profile = profile or os.environ.get("FM_PROFILE", "local")
     return Definitions(
         executor=k8s_job_executor if profile == "prod" else None,
-        assets=[*STAGE_ASSETS, dataset_release],
+        assets=[*STAGE_ASSETS, dataset_release, *VIEW_ASSETS],
         jobs=[preprocess_job, release_job],
         sensors=[landing_batch_sensor],
         resources=build_resources(profile),

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from fm_resources.iceberg import IcebergCatalogResource, local_state_catalog_uri
+from fm_resources.lance import LanceResource
 from fm_resources.object_store import ObjectStoreResource, default_root
 from fm_resources.pipeline_config import PipelineConfigResource
 from fm_resources.spark import SparkResource
@@ -29,4 +31,10 @@ def build_resources(profile: str | None = None) -> dict[str, Any]:
         ),
         "tokenizers": TokenizerRegistryResource(tokenizer_file=env.get("FM_TOKENIZER_FILE")),
         "spark": SparkResource(master=env.get("FM_SPARK_MASTER", "local[2]" if profile == "local" else "local[*]")),
+        "iceberg": IcebergCatalogResource(
+            root=default_root(),
+            catalog_type=env.get("FM_ICEBERG_CATALOG_TYPE", "sql"),
+            uri=env.get("FM_ICEBERG_URI") or (local_state_catalog_uri(default_root()) if profile == "local" else None),
+        ),
+        "lance": LanceResource(root=default_root()),
     }
