@@ -1,0 +1,108 @@
+"""The Iceberg and Lance views against a real pipeline run: counts, idempotence, incremental batches, replacement."""
+
+from __future__ import annotations
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from dagster import AssetCheckKey, AssetKey, DagsterInstance
+from pyiceberg.expressions import EqualTo
+
+from fm_assets.refs import read_ref, read_success
+from fm_assets.views import CURATED_TABLE
+from fm_resources.iceberg import IcebergCatalogResource
+from fm_resources.lance import LanceResource
+
+pytestmark = [pytest.mark.slow]
+
+
+def tokens_by_doc(run, batch: str) -> dict[str, int]:
+    found = {}
+    for part in read_success(run.store, "tokenize", batch)["parts"]:
+        table = pq.read_table(run.store.local_path(part), columns=["doc_id", "n_tokens"])
+        found.update(zip(table["doc_id"].to_pylist(), table["n_tokens"].to_pylist(), strict=True))
+    return found
+
+
+def test_first_batch_rows_equal_decontaminate_output(views_run):
+    first = views_run.states["first"]
+    expected = first.decontaminate_records_out[views_run.batch_a]
+    assert expected > 0
+    assert first.rows == expected
+    assert first.rows_by_batch == {views_run.batch_a: expected}
+    assert first.snapshots == 1
+    assert first.versions == {views_run.batch_a: first.versions[views_run.batch_a]}
+    assert first.lance_rows == expected
+
+
+def test_rematerializing_without_change_makes_no_snapshot_or_lance_version(views_run):
+    first, rerun = views_run.states["first"], views_run.states["rerun"]
+    assert rerun.snapshot_id == first.snapshot_id
+    assert rerun.snapshots == first.snapshots
+    assert rerun.lance_version == first.lance_version
+
+
+def test_new_batch_adds_exactly_its_rows_in_one_snapshot(views_run):
+    before, after = views_run.states["rerun"], views_run.states["second_batch"]
+    added = after.decontaminate_records_out[views_run.batch_b]
+    assert added > 0
+    assert after.snapshots == before.snapshots + 1
+    assert after.rows == before.rows + added
+    assert after.rows_by_batch[views_run.batch_a] == before.rows_by_batch[views_run.batch_a]
+    assert after.rows_by_batch[views_run.batch_b] == added
+    assert after.last_summary["fm.batches-changed"] == views_run.batch_b
+    assert after.lance_version == before.lance_version + 1
+    assert after.lance_rows == after.rows
+
+
+def test_changed_batch_is_replaced_not_duplicated(views_run):
+    before, after = views_run.states["second_batch"], views_run.states["batch_a_changed"]
+    a, b, early = views_run.batch_a, views_run.batch_b, views_run.batch_early
+    new_version = read_ref(views_run.store, "decontaminate", a)["data_version"]
+    assert before.versions[a] != new_version  # the setup really changed batch A's data version
+    assert after.versions[a] == new_version
+    assert after.versions[b] == before.versions[b]
+    assert after.snapshots == before.snapshots + 1  # A replaced and the early batch added: one snapshot
+    assert set(after.last_summary["fm.batches-changed"].split(",")) == {a, early}
+    assert after.rows_by_batch == after.decontaminate_records_out
+    assert set(after.rows_by_batch) == {a, b, early}
+    assert after.rows_by_batch[a] < before.rows_by_batch[a]  # A's repeated documents left the table
+    assert after.rows == sum(after.rows_by_batch.values())
+
+
+def test_table_content_matches_decontaminate_parts(views_run):
+    table = IcebergCatalogResource(root=str(views_run.root)).catalog().load_table(CURATED_TABLE)
+    for batch in (views_run.batch_a, views_run.batch_b, views_run.batch_early):
+        stored = table.scan(row_filter=EqualTo("batch", batch), selected_fields=("doc_id", "text", "n_chars")).to_arrow()
+        parts = [pq.read_table(views_run.store.local_path(p)) for p in read_success(views_run.store, "decontaminate", batch)["parts"]]
+        source = {doc: text for part in parts for doc, text in zip(part["doc_id"].to_pylist(), part["text"].to_pylist(), strict=True)}
+        assert dict(zip(stored["doc_id"].to_pylist(), stored["text"].to_pylist(), strict=True)) == source
+        assert stored["n_chars"].to_pylist() == pc.utf8_length(stored["text"]).to_pylist()
+
+
+def test_lance_token_counts_join_tokenize_output(views_run):
+    import lance
+
+    view = lance.dataset(LanceResource(root=str(views_run.root)).documents()).to_table()
+    assert view.num_rows == views_run.states["batch_a_changed"].rows
+    expected = {}
+    for batch in (views_run.batch_a, views_run.batch_b, views_run.batch_early):
+        expected.update(tokens_by_doc(views_run, batch))
+    assert dict(zip(view["doc_id"].to_pylist(), view["n_tokens"].to_pylist(), strict=True)) == expected
+
+
+def test_dagster_records_snapshot_and_passing_row_check(views_run, monkeypatch):
+    monkeypatch.setenv("DAGSTER_HOME", str(views_run.root.parent / "dagster_home"))
+    instance = DagsterInstance.get()
+    event = instance.get_latest_materialization_event(AssetKey("curated_documents"))
+    assert event is not None
+    metadata = event.asset_materialization.metadata
+    assert metadata["snapshot_id"].value == views_run.states["batch_a_changed"].snapshot_id
+    assert metadata["rows"].value == views_run.states["batch_a_changed"].rows
+    lance_event = instance.get_latest_materialization_event(AssetKey("documents_lance"))
+    assert lance_event.asset_materialization.metadata["lance_version"].value == views_run.states["batch_a_changed"].lance_version
+    check_key = AssetCheckKey(AssetKey("curated_documents"), "rows_match_decontaminate")
+    record = instance.event_log_storage.get_latest_asset_check_execution_by_key([check_key])[check_key]
+    evaluation = record.event.dagster_event.event_specific_data
+    assert evaluation.passed
+    assert evaluation.metadata["table_rows"].value == views_run.states["batch_a_changed"].rows
