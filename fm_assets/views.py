@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import lance
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -52,6 +51,7 @@ SOURCE_STAGE = "decontaminate"  # the last document-level stage: what reaches to
 TOKENS_STAGE = "tokenize"
 CHUNK_BYTES = 64 << 20  # Arrow bytes buffered before an Iceberg data file is written
 READ_ROWS = 2048  # rows per Parquet read batch
+SUMMARY_BATCHES = 100  # batch ids named in a snapshot summary (a backfill may change thousands)
 
 CURATED_SCHEMA = Schema(
     NestedField(1, "doc_id", StringType(), required=True),
@@ -187,7 +187,11 @@ def sync_curated_documents(store: ObjectStore, catalog: Catalog, chunk_bytes: in
                 sync.rows_written += chunk.num_rows
         with table.transaction() as tx:
             if stale or added:
-                summary = {"fm.batches-changed": ",".join(changed), "fm.batches-removed": ",".join(removed)}
+                summary = {
+                    "fm.batches-changed": ",".join(changed[:SUMMARY_BATCHES]),
+                    "fm.batches-changed-count": str(len(changed)),
+                    "fm.batches-removed": ",".join(removed[:SUMMARY_BATCHES]),
+                }
                 with tx.update_snapshot(snapshot_properties=summary).overwrite(commit_uuid=commit_uuid) as overwrite:
                     for data_file in stale:
                         overwrite.delete_data_file(data_file)
@@ -246,6 +250,8 @@ def lance_inputs_version(store: ObjectStore) -> tuple[list[str], str]:
 
 def write_documents_lance(store: ObjectStore, uri: str, storage_options: dict[str, str] | None = None) -> dict[str, Any]:
     """Overwrite the Lance documents dataset at ``uri`` (a new Lance version) unless its inputs are unchanged."""
+    import lance  # imported here: lance warns when a process that imported it forks (Spark, executors)
+
     batches, inputs_version = lance_inputs_version(store)
     try:
         existing = lance.dataset(uri, storage_options=storage_options)

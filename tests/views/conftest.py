@@ -85,7 +85,7 @@ def _land_earlier_copy(store: ObjectStore, sample: dict[str, Any], package: str,
     ).batch
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # shared by the view and notebook tests; env restored on return
 def views_run(tmp_path_factory, real_sample, tokenizer_file) -> ViewsRun:
     from fm_assets.definitions import build_definitions
 
@@ -132,4 +132,4 @@ def views_run(tmp_path_factory, real_sample, tokenizer_file) -> ViewsRun:
         batch_early = _land_earlier_copy(store, real_sample, PACKAGES[0], base / "early", lines=10)
         assert run_batches([batch_early, batch_a]) == {}
         states["batch_a_changed"] = view_state(root)
-        yield ViewsRun(root, store, batch_a, batch_b, batch_early, states)
+    return ViewsRun(root, store, batch_a, batch_b, batch_early, states)
