@@ -28,6 +28,7 @@ def build_resources(profile: str | None = None) -> dict[str, Any]:
             progress=env.get("FM_PROGRESS", "1") != "0",
             near_dedup=env.get("FM_NEAR_DEDUP", "1") != "0",
             min_packing_efficiency=float(env.get("FM_MIN_PACKING_EFFICIENCY", 0.98)),
+            verify_committed_units=env.get("FM_VERIFY_COMMITTED_UNITS", "0") == "1",
         ),
         "tokenizers": TokenizerRegistryResource(tokenizer_file=env.get("FM_TOKENIZER_FILE")),
         "spark": SparkResource(master=env.get("FM_SPARK_MASTER", "local[2]" if profile == "local" else "local[*]")),

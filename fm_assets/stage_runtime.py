@@ -281,9 +281,25 @@ class StageRun:
             }
             if commit:
                 for path in files:
+                    self._check_leftover(unit.unit_id, path.name, hashes[path.name])
                     self.store.put_file(path, self.rel(path.name))
                 self.store.write_json(self.marker_rel(unit.unit_id), marker)  # the unit's commit point
         return marker
+
+    def _check_leftover(self, unit_id: str, name: str, digest: str) -> None:
+        """A file left by an attempt that died before its unit's marker is complete (writes are atomic), so
+        it must equal what this attempt computed; otherwise the stage is not a pure function."""
+        rel = self.rel(name)
+        if not self.store.exists(rel):
+            return
+        with self.store.local_copy(rel) as existing:
+            previous = sha256_file(existing)
+        if previous != digest:
+            raise NonDeterministicStageError(
+                f"{self.stage}[{self.batch}] unit {unit_id}: {name} from an interrupted attempt has sha256 "
+                f"{previous[:12]}, this attempt computed {digest[:12]}. The stage code is not a pure function of "
+                f"its input, code version {self.code_version!r} and config; fix it or bump its code_version."
+            )
 
     def _assert_same(self, unit_id: str, committed: dict[str, Any], fresh: dict[str, Any]) -> None:
         if committed["files"] != fresh["files"]:

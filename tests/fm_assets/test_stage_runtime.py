@@ -121,3 +121,12 @@ def test_rejects_are_kept_with_reason(tmp_path):
     rejects = pq.read_table(store.local_path(outcome.success["rejects"][0])).to_pylist()
     assert len(rejects) == 4 and {r["reason"] for r in rejects} == {"every_third"}
     assert all(r["text"].startswith("u0 doc") for r in rejects)
+
+
+def test_leftover_file_from_a_dead_attempt_must_match(tmp_path):
+    store = ObjectStore(str(tmp_path))
+    run = make_run(store)
+    # an earlier attempt wrote u0's part file, then died before the unit's marker
+    store.write_bytes(run.rel("part-u0.parquet"), b"not what the code computes now")
+    with pytest.raises(NonDeterministicStageError, match="interrupted attempt"):
+        run.execute(UNITS[:1], toy_process([]))
