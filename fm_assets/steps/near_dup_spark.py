@@ -41,8 +41,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -123,6 +125,7 @@ _SIG_SCHEMA = T.StructType(
         T.StructField("n_shingles", T.LongType()),
         T.StructField("signature", T.BinaryType()),
         T.StructField("bands", T.ArrayType(T.LongType())),
+        T.StructField("text", T.StringType()),  # kept only when verifying exactly (null otherwise)
     ]
 )
 
@@ -160,10 +163,14 @@ def _signature_batches(config: NearDedupConfig, bands: int, rows: int):
                 n = part.num_rows
                 sig_offsets = pa.array(np.arange(n + 1, dtype=np.int32) * (config.num_perm * 4))
                 sig_array = pa.BinaryArray.from_buffers(
-                    pa.binary(), n, [None, sig_offsets.buffers()[1], pa.py_buffer(sigs.astype("<u4").tobytes())]
+                    pa.binary(),
+                    n,
+                    [None, sig_offsets.buffers()[1], pa.py_buffer(sigs.astype("<u4").tobytes())],
                 )
                 band_offsets = pa.array(np.arange(n + 1, dtype=np.int32) * bands)
-                band_array = pa.ListArray.from_arrays(band_offsets, pa.array(band_hashes(sigs, bands, rows).ravel()))
+                band_array = pa.ListArray.from_arrays(
+                    band_offsets, pa.array(band_hashes(sigs, bands, rows).ravel())
+                )
                 yield pa.RecordBatch.from_arrays(
                     [
                         part.column("doc_id"),
@@ -171,6 +178,7 @@ def _signature_batches(config: NearDedupConfig, bands: int, rows: int):
                         pa.array(shingles.counts(), type=pa.int64()),
                         sig_array,
                         band_array,
+                        part.column("text") if config.verify_exact else pa.nulls(n, pa.string()),
                     ],
                     names=[f.name for f in _SIG_SCHEMA.fields],
                 )
@@ -214,23 +222,19 @@ def _similarity_batches(config: NearDedupConfig):
     return compute
 
 
-def _similarities(
-    pairs: DataFrame, all_sigs: DataFrame, texts: DataFrame, config: NearDedupConfig
-) -> DataFrame:
-    """Attach signatures (and texts of this batch when verifying exactly) and score each pair."""
-    sig = all_sigs.select("doc_id", "signature")
-    joined = pairs.join(sig.withColumnRenamed("doc_id", "a").withColumnRenamed("signature", "sig_a"), "a").join(
-        sig.withColumnRenamed("doc_id", "b").withColumnRenamed("signature", "sig_b"), "b"
+def _similarities(pairs: DataFrame, nodes: DataFrame, config: NearDedupConfig) -> DataFrame:
+    """Attach each side's signature and text (null for prior documents) and score each pair.
+
+    ``nodes`` has doc_id, signature, text; one join per side keeps the shuffles to two.
+    """
+    node = nodes.select("doc_id", "signature", "text")
+    side_a = node.select(
+        F.col("doc_id").alias("a"), F.col("signature").alias("sig_a"), F.col("text").alias("text_a")
     )
-    if config.verify_exact:
-        txt = texts.select("doc_id", "text")
-        joined = joined.join(
-            txt.withColumnRenamed("doc_id", "a").withColumnRenamed("text", "text_a"), "a", "left"
-        ).join(txt.withColumnRenamed("doc_id", "b").withColumnRenamed("text", "text_b"), "b", "left")
-    else:
-        joined = joined.withColumn("text_a", F.lit(None).cast("string")).withColumn(
-            "text_b", F.lit(None).cast("string")
-        )
+    side_b = node.select(
+        F.col("doc_id").alias("b"), F.col("signature").alias("sig_b"), F.col("text").alias("text_b")
+    )
+    joined = pairs.join(side_a, "a").join(side_b, "b")
     columns = ["a", "b", "sig_a", "sig_b", "text_a", "text_b"]
     return joined.select(*columns).mapInArrow(_similarity_batches(config), _SIM_SCHEMA)
 
@@ -239,7 +243,9 @@ def _read_docs(spark: SparkSession, docs_parquet: list[str]) -> DataFrame:
     docs = spark.read.parquet(*docs_parquet)
     quality = F.col("quality_score") if "quality_score" in docs.columns else F.lit(None)
     return docs.select(
-        F.col("doc_id").cast("string"), F.col("text").cast("string"), quality.cast("float").alias("quality_score")
+        F.col("doc_id").cast("string"),
+        F.col("text").cast("string"),
+        quality.cast("float").alias("quality_score"),
     )
 
 
@@ -268,43 +274,73 @@ def _candidate_pairs(batch_bands: DataFrame, prior_bands: DataFrame, max_bucket_
     )
 
 
-def _partition_writer(folder: str, schema: pa.Schema):
-    """mapInArrow body: write the whole partition as ``part-<partition>.parquet`` with pyarrow.
+_PART = "_part"
 
-    pyarrow's writer is byte-deterministic (Spark's parquet writer orders page encodings by JVM
-    hash codes, which differ between JVMs), so the same rows give the same file on any executor.
+
+def _write_part(folder: Path, part: int, table: pa.Table) -> None:
+    """One whole part as ``part-<part>.parquet``: pyarrow is byte-deterministic for the same rows."""
+    target = folder / f"part-{part:05d}.parquet"
+    temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}")
+    pq.write_table(table, str(temp), compression="zstd")
+    os.replace(temp, target)
+
+
+def _part_writer(folder: str, schema: pa.Schema):
+    """mapInArrow body: rows arrive sorted by ``_part``; write each part's rows as one file.
+
+    Spark's own parquet writer orders page encodings by JVM hash codes, which differ between JVMs.
+    A Spark partition may hold several parts (hash collisions) or none; which one does not matter.
     """
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
+        pending: list[pa.RecordBatch] = []
+        current: int | None = None
+        written: list[tuple[int, int]] = []
 
-        context = TaskContext.get()
-        number = context.partitionId() if context is not None else 0
-        target = Path(folder) / f"part-{number:05d}.parquet"
-        temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}")
-        rows = 0
-        with pq.ParquetWriter(str(temp), schema, compression="zstd") as writer:
-            for batch in batches:
-                rows += batch.num_rows
-                writer.write_batch(batch.cast(schema) if batch.schema != schema else batch)
-        os.replace(temp, target)
-        yield pa.RecordBatch.from_pydict({"rows": [rows]}, schema=pa.schema([("rows", pa.int64())]))
+        def flush() -> None:
+            if current is not None:
+                table = pa.Table.from_batches(pending, schema=schema).combine_chunks()
+                _write_part(Path(folder), current, table)
+                written.append((current, table.num_rows))
+
+        for batch in batches:
+            parts = np.asarray(batch.column(_PART))
+            rows = batch.drop_columns([_PART]).cast(schema)
+            bounds = np.flatnonzero(np.diff(parts)) + 1
+            for begin, end in zip([0, *bounds], [*bounds, len(parts)], strict=True):
+                if end == begin:
+                    continue
+                if parts[begin] != current:
+                    flush()
+                    pending, current = [], int(parts[begin])
+                pending.append(rows.slice(begin, end - begin))
+        flush()
+        yield pa.RecordBatch.from_pydict(
+            {"part": [p for p, _ in written], "rows": [r for _, r in written]},
+            schema=pa.schema([("part", pa.int32()), ("rows", pa.int64())]),
+        )
 
     return write
 
 
 def _write_deterministic(df: DataFrame, path: Path, partitions: int, key: str, order: list[str]) -> int:
-    """Hash-partition on ``key``, sort inside partitions, one pyarrow file per partition."""
+    """``partitions`` files ``part-NNNNN.parquet``: rows hashed on ``key`` to a part, sorted by ``order``.
+
+    The part is a column, not Spark's partition number, so adaptive execution (which may coalesce or
+    skip a shuffle) cannot change which row lands in which file. Parts without rows get empty files.
+    """
     path.mkdir(parents=True, exist_ok=True)
     schema = _arrow_schema(df.schema)
+    with_part = df.withColumn(_PART, F.pmod(F.xxhash64(key), F.lit(partitions)).cast("int"))
     written = (
-        df.repartition(partitions, key)
-        .sortWithinPartitions(*order)
-        .mapInArrow(_partition_writer(str(path), schema), "rows long")
-        .agg(F.sum("rows"))
+        with_part.repartition(partitions, _PART)
+        .sortWithinPartitions(_PART, *order)
+        .mapInArrow(_part_writer(str(path), schema), "part int, rows long")
         .collect()
     )
-    return int(written[0][0] or 0)
+    for part in sorted(set(range(partitions)) - {row["part"] for row in written}):
+        _write_part(path, part, schema.empty_table())
+    return sum(int(row["rows"]) for row in written)
 
 
 _ARROW_TYPES = {
@@ -326,7 +362,11 @@ def _empty_frame(spark: SparkSession, schema: T.StructType) -> DataFrame:
 
 
 _PRIOR_BANDS_SCHEMA = T.StructType(
-    [T.StructField("band", T.IntegerType()), T.StructField("band_hash", T.LongType()), T.StructField("doc_id", T.StringType())]
+    [
+        T.StructField("band", T.IntegerType()),
+        T.StructField("band_hash", T.LongType()),
+        T.StructField("doc_id", T.StringType()),
+    ]
 )
 _PRIOR_SIGS_SCHEMA = T.StructType(
     [
@@ -337,6 +377,54 @@ _PRIOR_SIGS_SCHEMA = T.StructType(
 )
 
 
+def _count_rows(docs_parquet: list[str]) -> int:
+    """Rows of the input files from their parquet footers (no Spark job)."""
+    return ds.dataset(docs_parquet, format="parquet").count_rows()
+
+
+def _survivor_key() -> Column:
+    """Sort key of the survivor rule; the smallest key in a component wins.
+
+    Prior documents first, then the highest quality (NaN above every number, null last, as Spark's
+    descending order puts them), then the smallest doc id.
+    """
+    quality = F.col("quality_score")
+    return F.struct(
+        F.when(F.col("prior"), 0).otherwise(1).alias("prior_rank"),
+        F.when(quality.isNull(), 2).when(F.isnan(quality), 0).otherwise(1).alias("quality_class"),
+        F.when(F.isnan(quality), F.lit(0.0)).otherwise(-quality).alias("negative_quality"),
+        F.col("node"),
+    )
+
+
+def _judge_losers(components: DataFrame, nodes: DataFrame, config: NearDedupConfig) -> DataFrame:
+    """doc_id, cluster_id, survivor_id, survivor_is_prior, similarity for every non-survivor of this batch."""
+    members = components.join(nodes.select(F.col("doc_id").alias("node"), "quality_score", "prior"), "node")
+    survivors = (
+        members.groupBy("component")
+        .agg(F.min(_survivor_key()).alias("best"))
+        .select(
+            "component",
+            F.col("best.node").alias("survivor_id"),
+            (F.col("best.prior_rank") == 0).alias("survivor_is_prior"),
+        )
+    )
+    losers = (
+        members.where(~F.col("prior"))
+        .join(survivors, "component")
+        .where(F.col("node") != F.col("survivor_id"))
+    )
+    to_survivor = _similarities(
+        losers.select(F.col("node").alias("a"), F.col("survivor_id").alias("b")), nodes, config
+    )
+    return losers.select(
+        F.col("node").alias("doc_id"),
+        F.col("component").alias("cluster_id"),
+        "survivor_id",
+        "survivor_is_prior",
+    ).join(to_survivor.select(F.col("a").alias("doc_id"), "similarity"), "doc_id")
+
+
 def run_near_dedup(
     spark: SparkSession,
     docs_parquet: list[str],
@@ -344,10 +432,16 @@ def run_near_dedup(
     out_index_path: str,
     config: NearDedupConfig,
 ) -> NearDedupOutcome:
-    """Remove near-duplicates of this batch (against itself and the prior index); write its index."""
+    """Remove near-duplicates of this batch (against itself and the prior index); write its index.
+
+    Spark jobs per call: signatures (1), scored candidate pairs (1) and their counts (1); only when
+    some pair passes the threshold: connected components (2 per round, usually 1-2 rounds) and the
+    judged non-survivors (1); the index (2). Row counts come from parquet footers and the outputs.
+    """
     started = time.perf_counter()
     bands, rows = config.lsh()
     docs = _read_docs(spark, docs_parquet)
+    n_docs = _count_rows(docs_parquet)
 
     phases: dict[str, float] = {}
     mark = [time.perf_counter()]
@@ -358,14 +452,17 @@ def run_near_dedup(
         mark[0] = now
 
     sigs = docs.mapInArrow(_signature_batches(config, bands, rows), _SIG_SCHEMA).localCheckpoint(eager=True)
-    n_docs = sigs.count()
     lap("signatures")
     hashed = sigs.where(F.col("n_shingles") > 0)
     batch_ids = hashed.select("doc_id")
 
     if prior_index_paths:
-        prior_bands = spark.read.schema(_PRIOR_BANDS_SCHEMA).parquet(*[f"{p}/bands" for p in prior_index_paths])
-        prior_sigs = spark.read.schema(_PRIOR_SIGS_SCHEMA).parquet(*[f"{p}/signatures" for p in prior_index_paths])
+        prior_bands = spark.read.schema(_PRIOR_BANDS_SCHEMA).parquet(
+            *[f"{p}/bands" for p in prior_index_paths]
+        )
+        prior_sigs = spark.read.schema(_PRIOR_SIGS_SCHEMA).parquet(
+            *[f"{p}/signatures" for p in prior_index_paths]
+        )
         # a batch that is (wrongly) in its own prior list must not dedup against itself
         prior_bands = prior_bands.join(batch_ids, "doc_id", "left_anti")
         prior_sigs = prior_sigs.join(batch_ids, "doc_id", "left_anti")
@@ -376,69 +473,66 @@ def run_near_dedup(
     batch_bands = hashed.select("doc_id", F.posexplode("bands").alias("band", "band_hash")).select(
         F.col("band").cast("int"), "band_hash", "doc_id", F.lit(False).alias("prior")
     )
-    prior_bands = prior_bands.join(batch_bands.select("band", "band_hash").distinct(), ["band", "band_hash"]).select(
-        "band", "band_hash", "doc_id", F.lit(True).alias("prior")
-    )
-    pairs = _candidate_pairs(batch_bands, prior_bands, config.max_bucket_pairs).localCheckpoint(eager=True)
-    n_candidates = pairs.count()
-    lap("candidates")
-
-    all_sigs = hashed.select("doc_id", "quality_score", "signature", F.lit(False).alias("prior")).unionByName(
-        prior_sigs.select("doc_id", "quality_score", "signature", F.lit(True).alias("prior"))
-    )
-    scored = _similarities(pairs, all_sigs, docs, config)
-    edges = scored.where(F.col("similarity") >= config.threshold).localCheckpoint(eager=True)
-    n_edges = edges.count()
-    lap("verify")
-
-    components = connected_components(edges, src="a", dst="b")
-    lap("components")
-    members = components.assignments.join(
-        all_sigs.select(F.col("doc_id").alias("node"), "quality_score", "prior"), "node"
-    )
-    ranking = Window.partitionBy("component").orderBy(
-        F.col("prior").desc(), F.col("quality_score").desc_nulls_last(), F.col("node").asc()
-    )
-    ranked = members.withColumn("rank", F.row_number().over(ranking))
-    survivors = ranked.where(F.col("rank") == 1).select(
-        "component", F.col("node").alias("survivor_id"), F.col("prior").alias("survivor_is_prior")
-    )
-    losers = ranked.where((F.col("rank") > 1) & ~F.col("prior")).join(survivors, "component")
-    to_survivor = _similarities(
-        losers.select(F.col("node").alias("a"), F.col("survivor_id").alias("b")), all_sigs, docs, config
-    )
-    judged = (
-        losers.select(
-            F.col("node").alias("doc_id"), F.col("component").alias("cluster_id"), "survivor_id", "survivor_is_prior"
+    prior_bands = prior_bands.join(
+        batch_bands.select("band", "band_hash").distinct(), ["band", "band_hash"]
+    ).select("band", "band_hash", "doc_id", F.lit(True).alias("prior"))
+    pairs = _candidate_pairs(batch_bands, prior_bands, config.max_bucket_pairs)
+    nodes = hashed.select(
+        "doc_id", "quality_score", "signature", "text", F.lit(False).alias("prior")
+    ).unionByName(
+        prior_sigs.select(
+            "doc_id",
+            "quality_score",
+            "signature",
+            F.lit(None).cast("string").alias("text"),
+            F.lit(True).alias("prior"),
         )
-        .join(to_survivor.select(F.col("a").alias("doc_id"), "similarity"), "doc_id")
-        .localCheckpoint(eager=True)
     )
-    removed_df = judged.where(F.col("similarity") >= config.survivor_floor())
-    chain_kept = judged.count() - removed_df.count()
-    removed = removed_df.select(
-        "doc_id", "cluster_id", "survivor_id", "similarity", "survivor_is_prior", F.lit(REASON).alias("reason")
-    ).orderBy("doc_id").toArrow()
-    removed = removed.cast(REMOVED_SCHEMA) if removed.num_rows else REMOVED_SCHEMA.empty_table()
-    n_clusters = survivors.count()
+    scored = _similarities(pairs, nodes, config).localCheckpoint(eager=True)
+    counts = scored.agg(
+        F.count(F.lit(1)).alias("pairs"),
+        F.count(F.when(F.col("similarity") >= config.threshold, 1)).alias("edges"),
+    ).first()
+    n_candidates, n_edges = int(counts["pairs"]), int(counts["edges"])
+    lap("candidates_verify")
+
+    iterations = 0
+    if n_edges:
+        components = connected_components(
+            scored.where(F.col("similarity") >= config.threshold), src="a", dst="b"
+        )
+        iterations = components.iterations
+        lap("components")
+        # cached, not checkpointed: the collect below materialises it, the index's anti-join reuses it
+        judged_df = _judge_losers(components.assignments, nodes, config).persist(StorageLevel.MEMORY_AND_DISK)
+        judged = judged_df.toArrow()  # sorted on the driver: a Spark sort costs a sampling job
+        removed_ids = judged_df.where(F.col("similarity") >= config.survivor_floor()).select("doc_id")
+    else:
+        judged = None
+        removed_ids = None
+    removed = _removed_table(judged, config.survivor_floor())
     lap("survivors")
 
-    kept = hashed.join(removed_df.select("doc_id"), "doc_id", "left_anti")
+    kept = hashed if removed_ids is None else hashed.join(removed_ids, "doc_id", "left_anti")
     index_rows = _write_index(kept, Path(out_index_path), config)
+    if n_edges:
+        judged_df.unpersist()
     lap("index")
 
     stats = {
         "docs": n_docs,
-        "empty_docs": n_docs - hashed.count(),
+        "empty_docs": n_docs - index_rows - removed.num_rows,
         "bands": bands,
         "rows": rows,
         "candidate_pairs": n_candidates,
         "verified_edges": n_edges,
-        "clusters": n_clusters,
+        # every component holds at least one non-survivor of this batch (edges always touch this batch
+        # and a prior document outranks it), so the judged rows name every cluster
+        "clusters": 0 if judged is None else len(pc.unique(judged.column("cluster_id"))),
         "removed": removed.num_rows,
         "removed_against_prior": int(pc.sum(removed.column("survivor_is_prior")).as_py() or 0),
-        "chain_kept": chain_kept,
-        "cc_iterations": components.iterations,
+        "chain_kept": 0 if judged is None else judged.num_rows - removed.num_rows,
+        "cc_iterations": iterations,
         "prior_indexes": len(prior_index_paths),
         "seconds": round(time.perf_counter() - started, 3),
         "phase_seconds": phases,
@@ -448,16 +542,35 @@ def run_near_dedup(
     return NearDedupOutcome(removed=removed, index_rows=index_rows, stats=stats)
 
 
+def _removed_table(judged: pa.Table | None, survivor_floor: float) -> pa.Table:
+    """Judged non-survivors close enough to their survivor, in REMOVED_SCHEMA (sorted by doc_id)."""
+    if judged is None or judged.num_rows == 0:
+        return REMOVED_SCHEMA.empty_table()
+    close = (
+        judged.filter(pc.greater_equal(judged.column("similarity"), survivor_floor))
+        .sort_by("doc_id")
+        .sort_by("doc_id")
+    )
+    close = close.append_column("reason", pa.array([REASON] * close.num_rows, pa.string()))
+    return close.select(REMOVED_SCHEMA.names).cast(REMOVED_SCHEMA)
+
+
 def _write_index(kept: DataFrame, out: Path, config: NearDedupConfig) -> int:
     scratch = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex}"
     scratch.mkdir(parents=True)
     band_rows = kept.select(F.posexplode("bands").alias("band", "band_hash"), "doc_id").select(
         F.col("band").cast("int"), "band_hash", "doc_id"
     )
-    _write_deterministic(band_rows, scratch / "bands", config.index_partitions, "band_hash", ["band", "band_hash", "doc_id"])
+    _write_deterministic(
+        band_rows, scratch / "bands", config.index_partitions, "band_hash", ["band", "band_hash", "doc_id"]
+    )
     signatures = kept.select("doc_id", "quality_score", "signature")
-    documents = _write_deterministic(signatures, scratch / "signatures", config.index_partitions, "doc_id", ["doc_id"])
-    (scratch / "_SUCCESS.json").write_text(json.dumps({"config": config.fingerprint(), "documents": documents}, sort_keys=True))
+    documents = _write_deterministic(
+        signatures, scratch / "signatures", config.index_partitions, "doc_id", ["doc_id"]
+    )
+    (scratch / "_SUCCESS.json").write_text(
+        json.dumps({"config": config.fingerprint(), "documents": documents}, sort_keys=True)
+    )
     if out.exists():
         shutil.rmtree(out)
     os.replace(scratch, out)
