@@ -1,12 +1,14 @@
 """Benchmark the near-dup engine; prints one JSON object.
 
 - signature throughput per core: ``MinHasher`` vs datasketch ``MinHash.update`` on the same real documents;
-- whole-stage time (``run_near_dedup`` in ``local[*]``) at three corpus sizes, plus the growth ratio;
+- fixed cost: median seconds of a small ``run_near_dedup`` call (60 and 600 documents, with a prior index);
+- whole-stage time (``run_near_dedup`` in ``local[*]``) at three corpus sizes large enough that the fixed
+  cost no longer dominates (default about 20K, 40K, 80K documents), seconds per 1K docs and the growth ratio;
 - peak memory: driver Python RSS, JVM RSS (driver + executor in local mode), Python worker RSS;
 - duplicates found vs datasketch ``MinHashLSH`` (greedy keep-first) on the same corpus, both scored
   against exact Jaccard ground truth of the planted pairs.
 
-Usage: python bench/dedup.py [--bases 1000 2000 4000] [--datasketch-docs 300]
+Usage: python bench/dedup.py [--bases 2800 5600 11200] [--datasketch-docs 300]
 """
 
 from __future__ import annotations
@@ -105,7 +107,11 @@ class PeakMemory:
 def recall_of(corpus, clusters: dict[str, str]) -> float:
     positives = [(i, j) for i, j, s in corpus.family_pairs() if s >= THRESHOLD + 0.05]
     ids = corpus.doc_ids
-    hit = sum(1 for i, j in positives if clusters.get(ids[i]) is not None and clusters.get(ids[i]) == clusters.get(ids[j]))
+    hit = sum(
+        1
+        for i, j in positives
+        if clusters.get(ids[i]) is not None and clusters.get(ids[i]) == clusters.get(ids[j])
+    )
     return hit / max(1, len(positives))
 
 
@@ -122,12 +128,38 @@ def datasketch_lsh(corpus) -> dict:
             clusters[doc_id] = clusters.setdefault(hits[0], hits[0])
         else:
             lsh.insert(doc_id, sig)
-    return {"removed": removed, "recall_at_t+0.05": round(recall_of(corpus, clusters), 4), "seconds": round(time.perf_counter() - t, 2)}
+    return {
+        "removed": removed,
+        "recall_at_t+0.05": round(recall_of(corpus, clusters), 4),
+        "seconds": round(time.perf_counter() - t, 2),
+    }
+
+
+def fixed_cost(spark, tmp: str, repeats: int = 3) -> dict:
+    """Median seconds of small calls (each against the index of an earlier small batch)."""
+    out = {}
+    for bases in (8, 84):  # about 60 and 600 documents
+        corpus = planted_corpus(bases, seed=1000 + bases)
+        n = len(corpus.doc_ids)
+        prior = corpus.write(f"{tmp}/fixed-prior-{bases}.parquet", list(range(0, n, 2)))
+        batch = corpus.write(f"{tmp}/fixed-batch-{bases}.parquet", list(range(1, n, 2)))
+        run_near_dedup(spark, [prior], [], f"{tmp}/fixed-idx-{bases}", NearDedupConfig())
+        seconds = []
+        for k in range(repeats):
+            both = [prior, batch]
+            t = time.perf_counter()
+            run_near_dedup(spark, both, [], f"{tmp}/fixed-a-{bases}-{k}", NearDedupConfig())
+            run_near_dedup(
+                spark, [batch], [f"{tmp}/fixed-idx-{bases}"], f"{tmp}/fixed-b-{bases}-{k}", NearDedupConfig()
+            )
+            seconds.append((time.perf_counter() - t) / 2)
+        out[f"{n}_docs_seconds_per_call"] = round(sorted(seconds)[len(seconds) // 2], 3)
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--bases", type=int, nargs=3, default=[1000, 2000, 4000])
+    parser.add_argument("--bases", type=int, nargs=3, default=[2800, 5600, 11200])  # ~7.1 docs per base
     parser.add_argument("--datasketch-docs", type=int, default=300)
     args = parser.parse_args()
 
@@ -138,10 +170,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, PeakMemory() as peak:
         warm = planted_corpus(10, seed=99)
         run_near_dedup(spark, [warm.write(f"{tmp}/warm.parquet")], [], f"{tmp}/warm-idx", NearDedupConfig())
+        result["fixed_cost"] = fixed_cost(spark, tmp)
         for bases in args.bases:
             corpus = planted_corpus(bases, seed=bases)
             path = corpus.write(f"{tmp}/docs-{bases}.parquet")
-            out = run_near_dedup(spark, [path], [], f"{tmp}/idx-{bases}", NearDedupConfig(threshold=THRESHOLD))
+            out = run_near_dedup(
+                spark, [path], [], f"{tmp}/idx-{bases}", NearDedupConfig(threshold=THRESHOLD)
+            )
             clusters = {r["doc_id"]: r["cluster_id"] for r in out.removed.to_pylist()}
             for r in out.removed.to_pylist():
                 clusters.setdefault(r["survivor_id"], r["cluster_id"])
@@ -149,12 +184,13 @@ def main() -> None:
                 "docs": len(corpus.doc_ids),
                 "seconds": out.stats["seconds"],
                 "docs_per_s": round(len(corpus.doc_ids) / out.stats["seconds"], 1),
+                "seconds_per_1k_docs": round(1000 * out.stats["seconds"] / len(corpus.doc_ids), 3),
                 "removed": out.removed.num_rows,
                 "recall_at_t+0.05": round(recall_of(corpus, clusters), 4),
                 "candidate_pairs": out.stats["candidate_pairs"],
                 "phase_seconds": out.stats["phase_seconds"],
             }
-            if bases == args.bases[1]:
+            if bases == args.bases[0]:
                 stage["datasketch_minhashlsh"] = datasketch_lsh(corpus)
             stages.append(stage)
     result["stage"] = stages

@@ -63,6 +63,7 @@ logger = logging.getLogger(__name__)
 CODE_VERSION = "near_dup_spark/1"
 REASON = "near_duplicate"
 _MAX_SLICE_BYTES = 64 << 20  # text bytes hashed at once inside one Arrow batch
+_BROADCAST_MAX_DOCS = 200_000  # batches up to this size are broadcast against the prior index
 
 REMOVED_SCHEMA = pa.schema(
     [
@@ -249,7 +250,39 @@ def _read_docs(spark: SparkSession, docs_parquet: list[str]) -> DataFrame:
     )
 
 
-def _candidate_pairs(batch_bands: DataFrame, prior_bands: DataFrame, max_bucket_pairs: int) -> DataFrame:
+def _prior_index(
+    spark: SparkSession, prior_index_paths: list[str], batch_bands: DataFrame, hashed: DataFrame, n_docs: int
+) -> tuple[DataFrame, DataFrame]:
+    """Prior band entries in this batch's buckets (prior=True) and prior nodes (text null).
+
+    Entries of a document that is also in this batch are dropped: a batch (wrongly) listed among its
+    own priors must not dedup against itself. Small batches are broadcast, so the growing prior index
+    is filtered where it is read instead of being shuffled.
+    """
+    prior_bands = spark.read.schema(_PRIOR_BANDS_SCHEMA).parquet(*[f"{p}/bands" for p in prior_index_paths])
+    prior_sigs = spark.read.schema(_PRIOR_SIGS_SCHEMA).parquet(
+        *[f"{p}/signatures" for p in prior_index_paths]
+    )
+    buckets = batch_bands.select("band", "band_hash")
+    batch_ids = hashed.select("doc_id")
+    if n_docs <= _BROADCAST_MAX_DOCS:
+        buckets, batch_ids = F.broadcast(buckets), F.broadcast(batch_ids)
+    bands = (
+        prior_bands.join(buckets, ["band", "band_hash"], "left_semi")
+        .join(batch_ids, "doc_id", "left_anti")
+        .select("band", "band_hash", "doc_id", F.lit(True).alias("prior"))
+    )
+    nodes = prior_sigs.join(batch_ids, "doc_id", "left_anti").select(
+        "doc_id",
+        "quality_score",
+        "signature",
+        F.lit(None).cast("string").alias("text"),
+        F.lit(True).alias("prior"),
+    )
+    return bands, nodes
+
+
+def _candidate_pairs(bands: DataFrame, max_bucket_pairs: int) -> DataFrame:
     """Distinct (a, b) with a < b sharing a band bucket; never two prior documents.
 
     One group-by builds each bucket's sorted member list; pairs are generated in the same projection
@@ -263,8 +296,7 @@ def _candidate_pairs(batch_bands: DataFrame, prior_bands: DataFrame, max_bucket_
     star = "transform(slice(m, 2, size(m) - 1), y -> struct(m[0] as x, y as y))"
     pairs_expr = f"CASE WHEN size(m) <= {int(max_bucket_pairs)} THEN {all_pairs} ELSE {star} END"
     return (
-        batch_bands.unionByName(prior_bands)
-        .groupBy("band", "band_hash")
+        bands.groupBy("band", "band_hash")
         .agg(F.expr(members).alias("m"))
         .where(F.expr("size(m) > 1 AND exists(m, e -> NOT e.prior)"))
         .select(F.explode(F.expr(pairs_expr)).alias("p"))
@@ -354,11 +386,6 @@ _ARROW_TYPES = {
 
 def _arrow_schema(schema: T.StructType) -> pa.Schema:
     return pa.schema([pa.field(f.name, _ARROW_TYPES[type(f.dataType)]) for f in schema.fields])
-
-
-def _empty_frame(spark: SparkSession, schema: T.StructType) -> DataFrame:
-    """An empty frame built in the JVM (createDataFrame([]) would start a Python worker)."""
-    return spark.range(0).select(*[F.lit(None).cast(f.dataType).alias(f.name) for f in schema.fields])
 
 
 _PRIOR_BANDS_SCHEMA = T.StructType(
@@ -454,40 +481,16 @@ def run_near_dedup(
     sigs = docs.mapInArrow(_signature_batches(config, bands, rows), _SIG_SCHEMA).localCheckpoint(eager=True)
     lap("signatures")
     hashed = sigs.where(F.col("n_shingles") > 0)
-    batch_ids = hashed.select("doc_id")
-
-    if prior_index_paths:
-        prior_bands = spark.read.schema(_PRIOR_BANDS_SCHEMA).parquet(
-            *[f"{p}/bands" for p in prior_index_paths]
-        )
-        prior_sigs = spark.read.schema(_PRIOR_SIGS_SCHEMA).parquet(
-            *[f"{p}/signatures" for p in prior_index_paths]
-        )
-        # a batch that is (wrongly) in its own prior list must not dedup against itself
-        prior_bands = prior_bands.join(batch_ids, "doc_id", "left_anti")
-        prior_sigs = prior_sigs.join(batch_ids, "doc_id", "left_anti")
-    else:
-        prior_bands = _empty_frame(spark, _PRIOR_BANDS_SCHEMA)
-        prior_sigs = _empty_frame(spark, _PRIOR_SIGS_SCHEMA)
 
     batch_bands = hashed.select("doc_id", F.posexplode("bands").alias("band", "band_hash")).select(
         F.col("band").cast("int"), "band_hash", "doc_id", F.lit(False).alias("prior")
     )
-    prior_bands = prior_bands.join(
-        batch_bands.select("band", "band_hash").distinct(), ["band", "band_hash"]
-    ).select("band", "band_hash", "doc_id", F.lit(True).alias("prior"))
-    pairs = _candidate_pairs(batch_bands, prior_bands, config.max_bucket_pairs)
-    nodes = hashed.select(
-        "doc_id", "quality_score", "signature", "text", F.lit(False).alias("prior")
-    ).unionByName(
-        prior_sigs.select(
-            "doc_id",
-            "quality_score",
-            "signature",
-            F.lit(None).cast("string").alias("text"),
-            F.lit(True).alias("prior"),
-        )
-    )
+    nodes = hashed.select("doc_id", "quality_score", "signature", "text", F.lit(False).alias("prior"))
+    if prior_index_paths:
+        prior_bands, prior_sigs = _prior_index(spark, prior_index_paths, batch_bands, hashed, n_docs)
+        batch_bands = batch_bands.unionByName(prior_bands)
+        nodes = nodes.unionByName(prior_sigs)
+    pairs = _candidate_pairs(batch_bands, config.max_bucket_pairs)
     scored = _similarities(pairs, nodes, config).localCheckpoint(eager=True)
     counts = scored.agg(
         F.count(F.lit(1)).alias("pairs"),
