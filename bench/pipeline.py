@@ -143,12 +143,16 @@ from fm_assets.runner import run_batches
 land_batch(ObjectStore(os.environ["FM_ROOT"]), src, source="rss", license_id="MIT", namespace="cloud")
 t = time.perf_counter()
 failures = run_batches(release=False)
-print(json.dumps({{"failures": failures, "seconds": time.perf_counter() - t, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
+Path({str(workdir)!r}, "rss-{docs}.json").write_text(json.dumps({{"failures": failures, "seconds": time.perf_counter() - t, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
 """
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=3600)
-    if proc.returncode != 0:
+    # run as a script file: under `python -c`, an import inside great-expectations -> pyspark exits the process
+    script = workdir / f"rss-{docs}.py"
+    script.write_text(code)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=3600)
+    result_file = workdir / f"rss-{docs}.json"
+    if proc.returncode != 0 or not result_file.exists():
         return {"docs": docs, "error": proc.stderr[-2000:]}
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result = json.loads(result_file.read_text())
     return {"docs": docs, **result}
 
 
