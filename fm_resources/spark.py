@@ -104,7 +104,7 @@ def get_or_create_session(
         for name, value in conf.items():
             builder = builder.config(name, value)
         session = builder.getOrCreate()
-        session.sparkContext.setLogLevel("WARN")
+        session.sparkContext.setLogLevel(os.environ.get("FM_SPARK_LOG_LEVEL", "ERROR"))
         _ACTIVE.update(key=key, master=master, session=session)
         logger.info("Spark session ready: master=%s version=%s", master, session.version)
         return session
