@@ -1,7 +1,7 @@
 """Pipeline benchmark: per-stage wall time and MB/s, tokenize vs bare `encode_batch`, no-op re-run cost,
 packing efficiency at T=2048/8192 and peak RSS at two batch sizes. Prints one JSON object.
 
-    python bench/pipeline.py [--docs-per-package 1500] [--workdir DIR]
+    python bench/pipeline.py [--docs-per-package N] [--workdir DIR] [--rss-docs 2000 8000]
 """
 
 from __future__ import annotations
@@ -158,14 +158,14 @@ Path({str(workdir)!r}, "rss-{docs}.json").write_text(json.dumps({{"failures": fa
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--docs-per-package", type=int, default=1500)
+    parser.add_argument("--docs-per-package", type=int, default=0, help="cap per package; 0 = the whole sample corpus")
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--rss-docs", type=int, nargs=2, default=[2000, 8000])
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="fm-bench-"))
     from fm_assets.sample_data import fetch_sample_data
 
-    sample = fetch_sample_data(workdir / "sample", max_docs=args.docs_per_package, progress=False)
+    sample = fetch_sample_data(workdir / "sample", max_docs=args.docs_per_package or None, progress=False)
     root = workdir / "root"
     _env(root, workdir / "dagster_home")
     from fm_assets.runner import run_batches
