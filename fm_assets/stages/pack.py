@@ -44,9 +44,9 @@ def check_packing_efficiency(store, success: dict[str, Any], stage: Any) -> Chec
 
 class PackStage(Stage):
     name = "pack"
+    code_version = "pack-v2"
     upstream = "tokenize"
     description = "Best-fit-decreasing packing into rows of seq_len tokens; only documents longer than T split."
-    code_version = "pack-v2"
     output_schema = PACKED_SCHEMA
     checks = (StageCheck("packing_efficiency", "packing-efficiency floor", check_packing_efficiency),)
 

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 
 from fm_assets.checks import CheckOutcome, StageCheck
 from fm_assets.stage import Stage, StageContext
-from fm_assets.stage_runtime import StageRun, UnitResult, UnitWriter, WorkUnit, units_from_parts
+from fm_assets.stage_runtime import StageRun, UnitResult, UnitWriter, WorkUnit
 from fm_assets.steps.token_records import SHARD_ROWS_SCHEMA, flat_tokens
 from fm_loader.format import PackedRow, encode_shard
 from fm_loader.manifest import DatasetManifest, ShardEntry
@@ -52,10 +52,6 @@ class ShardStage(Stage):
 
     def config(self, ctx: StageContext) -> dict[str, Any]:
         return {"rows_per_shard": ctx.settings.rows_per_shard}
-
-    def plan(self, ctx: StageContext) -> list[WorkUnit]:
-        assert ctx.upstream is not None
-        return units_from_parts(ctx.upstream)
 
     def process(self, ctx: StageContext, run: StageRun, unit: WorkUnit, writer: UnitWriter) -> UnitResult:
         assert ctx.upstream is not None
