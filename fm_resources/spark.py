@@ -97,6 +97,8 @@ def get_or_create_session(
         java_home = detect_java_home()
         if java_home:
             os.environ.setdefault("JAVA_HOME", java_home)
+        if _is_loopback(master):  # keep every Spark socket on loopback, never the machine's other interfaces
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         os.environ["PYSPARK_PYTHON"] = sys.executable
         os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
         os.environ["PYTHONPATH"] = _python_path_with_project()
