@@ -119,7 +119,11 @@ def _packing(root: Path, batches: list[str]) -> dict:
     return result
 
 
-def _rss_child(sample_dir: Path, docs: int, workdir: Path) -> dict:
+def _rss_child(sample_dir: Path, docs: int, workdir: Path, tokenizer_file: Path | None = None) -> dict:
+    """Peak RSS of a fresh process running every stage on one batch of ``docs`` documents.
+
+    A fixed tokenizer is passed so that BPE training (whose sample grows with the batch up to its cap)
+    does not count as stage memory."""
     code = f"""
 import json, os, resource, sys, time
 from pathlib import Path
@@ -136,6 +140,8 @@ with open(src / "docs.jsonl", "w") as out:
         record["text"] = record["text"] + f"\\n\\nrevision {{i}}"
         out.write(json.dumps(record) + "\\n")
 os.environ.update(FM_ROOT=str(Path({str(workdir)!r}) / "rss-root-{docs}"), DAGSTER_HOME=str(Path({str(workdir)!r}) / "rss-home-{docs}"), FM_PROGRESS="0", FM_NEAR_DEDUP="0")
+if {str(tokenizer_file or "")!r}:
+    os.environ["FM_TOKENIZER_FILE"] = {str(tokenizer_file or "")!r}
 Path(os.environ["DAGSTER_HOME"]).mkdir(parents=True, exist_ok=True)
 from fm_assets.landing import land_batch
 from fm_resources.object_store import ObjectStore
@@ -154,6 +160,16 @@ Path({str(workdir)!r}, "rss-{docs}.json").write_text(json.dumps({{"failures": fa
         return {"docs": docs, "error": proc.stderr[-2000:]}
     result = json.loads(result_file.read_text())
     return {"docs": docs, **result}
+
+
+def _export_tokenizer(root: Path, workdir: Path) -> Path:
+    from fm_resources.object_store import ObjectStore
+    from fm_resources.tokenizer_registry import TokenizerRegistry
+
+    registry = TokenizerRegistry(ObjectStore(str(root)))
+    out = workdir / "tokenizer.json"
+    out.write_bytes(registry.store.read_bytes(f"tokenizers/{registry.pinned_sha()}.json"))
+    return out
 
 
 def main() -> None:
@@ -192,7 +208,7 @@ def main() -> None:
         "stages": stages,
         "tokenize_vs_bare": _tokenize_vs_bare(root, batches),
         "packing": _packing(root, batches),
-        "peak_rss": [_rss_child(workdir / "sample", n, workdir) for n in args.rss_docs],
+        "peak_rss": [_rss_child(workdir / "sample", n, workdir, _export_tokenizer(root, workdir)) for n in args.rss_docs],
         "bench_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "numpy": np.__version__,
     }
