@@ -52,8 +52,8 @@ class Stage:
         assert ctx.upstream is not None
         return units_from_parts(ctx.upstream)
 
-    def prepare(self, ctx: StageContext, units: list[WorkUnit]) -> None:
-        """Partition-wide work before units run (e.g. resolve exact duplicates); re-run on resume."""
+    def prepare(self, ctx: StageContext, run: StageRun, units: list[WorkUnit]) -> None:
+        """Partition-wide work before units run (e.g. resolve duplicates); re-run on resume, so it must be pure."""
 
     def process(self, ctx: StageContext, run: StageRun, unit: WorkUnit, writer: UnitWriter) -> UnitResult:
         raise NotImplementedError
@@ -94,7 +94,7 @@ def run_stage(stage: Stage, ctx: StageContext):
     if run.cached() is not None:
         return run.execute([], lambda *_: UnitResult())
     units = stage.plan(ctx)
-    stage.prepare(ctx, units)
+    stage.prepare(ctx, run, units)
     return run.execute(
         units,
         lambda r, unit, writer: stage.process(ctx, r, unit, writer),

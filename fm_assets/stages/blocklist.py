@@ -22,7 +22,7 @@ def load_blocklists(path: str | None) -> Blocklists:
 
 class BlocklistStage(SparkRemovalStage):
     name = "blocklist"
-    code_version = "blocklist-v1"
+    code_version = "blocklist-v2"
     upstream = "dedup"
     description = "Blocklist joins on Spark: domains, document hashes, revoked source/licence pairs."
 

@@ -42,7 +42,7 @@ class ExactDedupStage(Stage):
             ctx.state.setdefault("prior_prefixes", {})[batch] = success["prefix"]
         return priors
 
-    def prepare(self, ctx: StageContext, units: list[WorkUnit]) -> None:
+    def prepare(self, ctx: StageContext, run: StageRun, units: list[WorkUnit]) -> None:
         seen: dict[bytes, str] = {}
         for batch, prefix in sorted(ctx.state.get("prior_prefixes", {}).items()):
             with ctx.store.open(f"{prefix}/{KEPT_HASHES}") as handle:

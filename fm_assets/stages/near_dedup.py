@@ -19,7 +19,7 @@ BAND_INDEX = "band_index"  # a folder: bands/ and signatures/ parquet files plus
 
 class NearDedupStage(SparkRemovalStage):
     name = "near_dedup"
-    code_version = "near-dedup-v1"
+    code_version = "near-dedup-v2"
     upstream = "blocklist"
     description = "MinHash LSH near-dup dedup on Spark with a persistent cross-batch band index."
 

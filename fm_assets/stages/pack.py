@@ -44,7 +44,7 @@ def check_packing_efficiency(store, success: dict[str, Any], stage: Any) -> Chec
 
 class PackStage(Stage):
     name = "pack"
-    code_version = "pack-v2"
+    code_version = "pack-v3"
     upstream = "tokenize"
     description = "Best-fit-decreasing packing into rows of seq_len tokens; only documents longer than T split."
     output_schema = PACKED_SCHEMA
@@ -65,12 +65,13 @@ class PackStage(Stage):
         budget = 0
         for part in ctx.upstream.parts:
             with ctx.store.open(part) as handle:
-                tokens = pq.read_table(handle, columns=["n_tokens"])["n_tokens"]
-            group.append(part)
-            budget += int(pa.compute.sum(tokens).as_py() or 0)
-            if budget >= ctx.settings.pack_tokens_per_unit:
+                tokens = int(pa.compute.sum(pq.read_table(handle, columns=["n_tokens"])["n_tokens"]).as_py() or 0)
+            # close the unit before it would pass the budget: a unit holds at most the budget or one part
+            if group and budget + tokens > ctx.settings.pack_tokens_per_unit:
                 units.append(WorkUnit(f"g{len(units):05d}", tuple(group)))
                 group, budget = [], 0
+            group.append(part)
+            budget += tokens
         if group or not units:
             units.append(WorkUnit(f"g{len(units):05d}", tuple(group)))
         return units

@@ -1,7 +1,8 @@
-"""Shared shape of the Spark-backed stages: one partition-wide unit that removes a set of documents.
+"""Shared shape of the Spark-backed stages: a partition-wide Spark job decides which documents go.
 
-The Spark job decides which doc ids go (with reason and details); the unit then streams the upstream
-parts once, writing kept records and rejecting the rest, so accounting stays exact.
+``prepare`` runs the Spark job once over every upstream part (doc id -> reason, details); the work
+units stay one per upstream part and stream it, writing kept records and rejecting the rest, so
+accounting stays exact and part sizes (and so downstream memory) stay bounded.
 """
 
 from __future__ import annotations
@@ -18,10 +19,6 @@ from fm_assets.steps.records import reject_row
 
 
 class SparkRemovalStage(Stage):
-    def plan(self, ctx: StageContext) -> list[WorkUnit]:
-        assert ctx.upstream is not None
-        return [WorkUnit("all", ctx.upstream.parts)]
-
     def enabled(self, ctx: StageContext) -> bool:
         return True
 
@@ -29,12 +26,17 @@ class SparkRemovalStage(Stage):
         """doc_id -> (reason, details) for every document the Spark job removes."""
         raise NotImplementedError
 
-    def process(self, ctx: StageContext, run: StageRun, unit: WorkUnit, writer: UnitWriter) -> UnitResult:
+    def prepare(self, ctx: StageContext, run: StageRun, units: list[WorkUnit]) -> None:
         removed: dict[str, tuple[str, dict[str, Any]]] = {}
-        if self.enabled(ctx) and unit.inputs:
-            with local_parts(ctx, unit.inputs) as paths:
+        assert ctx.upstream is not None
+        if self.enabled(ctx) and ctx.upstream.parts:
+            with local_parts(ctx, ctx.upstream.parts) as paths:
                 removed = self.removals(ctx, run, [str(p) for p in paths])
-        records_in = 0
+        ctx.state["removed"] = removed
+
+    def process(self, ctx: StageContext, run: StageRun, unit: WorkUnit, writer: UnitWriter) -> UnitResult:
+        removed: dict[str, tuple[str, dict[str, Any]]] = ctx.state["removed"]
+        records_in = rejected = 0
         for part in unit.inputs:
             for record in run.iter_rows(part):
                 records_in += 1
@@ -43,8 +45,9 @@ class SparkRemovalStage(Stage):
                     writer.write(record)
                 else:
                     reason, details = hit
+                    rejected += 1
                     writer.reject(reject_row(record, batch=ctx.batch, stage=self.name, reason=reason, details=details))
-        return UnitResult(records_in=records_in, extra={"removed": len(removed)})
+        return UnitResult(records_in=records_in, extra={"removed": rejected})
 
 
 @contextlib.contextmanager
