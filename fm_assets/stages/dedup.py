@@ -14,9 +14,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from fm_assets.refs import batches_with_ref, read_success
-from fm_assets.stage import Stage, StageContext
-from fm_assets.stage_runtime import StageRun, UnitResult, UnitWriter, WorkUnit, iter_parquet_batches
-from fm_assets.steps.records import reject_row
+from fm_assets.stage import StageContext
+from fm_assets.stage_runtime import StageRun, WorkUnit, iter_parquet_batches
+from fm_assets.stages.removal_stage import Removals, RemovalStage
 
 KEPT_HASHES = "kept_hashes.parquet"
 
@@ -25,7 +25,7 @@ def content_hash(text: str) -> bytes:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()[:16]
 
 
-class ExactDedupStage(Stage):
+class ExactDedupStage(RemovalStage):
     name = "dedup"
     code_version = "dedup-v1"
     upstream = "filter"
@@ -42,55 +42,39 @@ class ExactDedupStage(Stage):
             ctx.state.setdefault("prior_prefixes", {})[batch] = success["prefix"]
         return priors
 
-    def prepare(self, ctx: StageContext, run: StageRun, units: list[WorkUnit]) -> None:
-        seen: dict[bytes, str] = {}
+    def decide_removals(self, ctx: StageContext, run: StageRun, units: list[WorkUnit]) -> Removals:
+        seen: dict[bytes, tuple[str, str]] = {}  # content hash -> (batch, doc_id) of its first occurrence
         for batch, prefix in sorted(ctx.state.get("prior_prefixes", {}).items()):
             with ctx.store.open(f"{prefix}/{KEPT_HASHES}") as handle:
                 table = pq.read_table(handle)
             for digest, doc_id in zip(table["hash"].to_pylist(), table["doc_id"].to_pylist(), strict=True):
-                seen.setdefault(digest, f"{batch}/{doc_id}")
-        duplicate_of: dict[str, str] = {}
+                seen.setdefault(digest, (batch, doc_id))
+        removed: Removals = {}
+        kept: list[tuple[bytes, str]] = []  # survivors in output order, for this batch's kept_hashes
         for unit in units:
             for part in unit.inputs:
                 for record_batch in iter_parquet_batches(ctx.store, part, columns=["doc_id", "text"], batch_size=4096):
                     for doc_id, text in zip(record_batch["doc_id"].to_pylist(), record_batch["text"].to_pylist(), strict=True):
                         digest = content_hash(text)
-                        first = seen.setdefault(digest, f"{ctx.batch}/{doc_id}")
-                        if first != f"{ctx.batch}/{doc_id}":
-                            duplicate_of[doc_id] = first
-        ctx.state["duplicate_of"] = duplicate_of
-
-    def process(self, ctx: StageContext, run: StageRun, unit: WorkUnit, writer: UnitWriter) -> UnitResult:
-        duplicate_of: dict[str, str] = ctx.state["duplicate_of"]
-        records_in = 0
-        for part in unit.inputs:
-            for record in run.iter_rows(part):
-                records_in += 1
-                first = duplicate_of.get(record["doc_id"])
-                if first is None:
-                    writer.write(record)
-                    continue
-                first_batch, first_doc = first.split("/", 1)
-                reason = "exact_duplicate" if first_batch == ctx.batch else "exact_duplicate_cross_batch"
-                details = {"duplicate_of": first_doc, "duplicate_of_batch": first_batch}
-                writer.reject(reject_row(record, batch=ctx.batch, stage=self.name, reason=reason, details=details))
-        return UnitResult(records_in=records_in)
+                        first_batch, first_doc = seen.setdefault(digest, (ctx.batch, doc_id))
+                        if (first_batch, first_doc) == (ctx.batch, doc_id):
+                            kept.append((digest, doc_id))
+                            continue
+                        reason = "exact_duplicate" if first_batch == ctx.batch else "exact_duplicate_cross_batch"
+                        removed[doc_id] = (reason, {"duplicate_of": first_doc, "duplicate_of_batch": first_batch})
+        ctx.state["kept"] = kept
+        return removed
 
     def complete(self, ctx: StageContext, run: StageRun, markers: list[dict[str, Any]]) -> dict[str, Any]:
-        hashes: list[bytes] = []
-        doc_ids: list[str] = []
-        for marker in markers:
-            for name in marker["parts"]:
-                for record_batch in run.iter_batches(run.rel(name), columns=["doc_id", "text"]):
-                    for doc_id, text in zip(record_batch["doc_id"].to_pylist(), record_batch["text"].to_pylist(), strict=True):
-                        hashes.append(content_hash(text))
-                        doc_ids.append(doc_id)
-        table = pa.table({"hash": pa.array(hashes, pa.binary(16)), "doc_id": pa.array(doc_ids, pa.string())})
+        kept = ctx.state["kept"]
+        table = pa.table(
+            {"hash": pa.array([h for h, _ in kept], pa.binary(16)), "doc_id": pa.array([d for _, d in kept], pa.string())}
+        )
         with ctx.store.staging_dir() as staging:
             path = staging / KEPT_HASHES
             pq.write_table(table, path, compression="zstd")
             ctx.store.put_file(path, run.rel(KEPT_HASHES))
-        return {"kept_hashes": run.rel(KEPT_HASHES), "kept": len(hashes)}
+        return {"kept_hashes": run.rel(KEPT_HASHES), "kept": len(kept)}
 
 
 STAGE = ExactDedupStage()

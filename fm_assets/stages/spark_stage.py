@@ -1,9 +1,4 @@
-"""Shared shape of the Spark-backed stages: a partition-wide Spark job decides which documents go.
-
-``prepare`` runs the Spark job once over every upstream part (doc id -> reason, details); the work
-units stay one per upstream part and stream it, writing kept records and rejecting the rest, so
-accounting stays exact and part sizes (and so downstream memory) stay bounded.
-"""
+"""Spark-backed removal stages: the partition's parts go to one Spark job that decides what is dropped."""
 
 from __future__ import annotations
 
@@ -13,41 +8,25 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from fm_assets.stage import Stage, StageContext
-from fm_assets.stage_runtime import StageRun, UnitResult, UnitWriter, WorkUnit
-from fm_assets.steps.records import reject_row
+from fm_assets.stage import StageContext
+from fm_assets.stage_runtime import StageRun, WorkUnit
+from fm_assets.stages.removal_stage import Removals, RemovalStage
 
 
-class SparkRemovalStage(Stage):
+class SparkRemovalStage(RemovalStage):
     def enabled(self, ctx: StageContext) -> bool:
         return True
 
-    def removals(self, ctx: StageContext, run: StageRun, local_parts: list[str]) -> dict[str, tuple[str, dict[str, Any]]]:
+    def removals(self, ctx: StageContext, run: StageRun, local_parts: list[str]) -> Removals:
         """doc_id -> (reason, details) for every document the Spark job removes."""
         raise NotImplementedError
 
-    def prepare(self, ctx: StageContext, run: StageRun, units: list[WorkUnit]) -> None:
-        removed: dict[str, tuple[str, dict[str, Any]]] = {}
+    def decide_removals(self, ctx: StageContext, run: StageRun, units: list[WorkUnit]) -> Removals:
         assert ctx.upstream is not None
-        if self.enabled(ctx) and ctx.upstream.parts:
-            with local_parts(ctx, ctx.upstream.parts) as paths:
-                removed = self.removals(ctx, run, [str(p) for p in paths])
-        ctx.state["removed"] = removed
-
-    def process(self, ctx: StageContext, run: StageRun, unit: WorkUnit, writer: UnitWriter) -> UnitResult:
-        removed: dict[str, tuple[str, dict[str, Any]]] = ctx.state["removed"]
-        records_in = rejected = 0
-        for part in unit.inputs:
-            for record in run.iter_rows(part):
-                records_in += 1
-                hit = removed.get(record["doc_id"])
-                if hit is None:
-                    writer.write(record)
-                else:
-                    reason, details = hit
-                    rejected += 1
-                    writer.reject(reject_row(record, batch=ctx.batch, stage=self.name, reason=reason, details=details))
-        return UnitResult(records_in=records_in, extra={"removed": rejected})
+        if not (self.enabled(ctx) and ctx.upstream.parts):
+            return {}
+        with local_parts(ctx, ctx.upstream.parts) as paths:
+            return self.removals(ctx, run, [str(p) for p in paths])
 
 
 @contextlib.contextmanager
