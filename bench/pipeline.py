@@ -27,8 +27,8 @@ def _env(root: Path, home: Path) -> None:
 
 
 def _land_all(root: Path, sample: dict) -> list[str]:
-    from fm_assets.landing import land_batch
-    from fm_resources.object_store import ObjectStore
+    from fm_assets.engine.landing import land_batch
+    from fm_assets.engine.store import ObjectStore
 
     store = ObjectStore(str(root))
     return [
@@ -38,8 +38,8 @@ def _land_all(root: Path, sample: dict) -> list[str]:
 
 
 def _stage_table(root: Path, batches: list[str]) -> dict:
-    from fm_assets.report import build_report
-    from fm_resources.object_store import ObjectStore
+    from fm_assets.reports.report import build_report
+    from fm_assets.engine.store import ObjectStore
 
     per_stage: dict[str, dict] = {}
     for row in build_report(ObjectStore(str(root)), batches):
@@ -52,9 +52,9 @@ def _stage_table(root: Path, batches: list[str]) -> dict:
 
 def _stage_input_mb(root: Path, batches: list[str]) -> dict[str, float]:
     """Input size per stage: the upstream stage's output parquet bytes (landed bytes for land)."""
-    from fm_assets.pipeline import STAGES
-    from fm_assets.refs import read_success
-    from fm_resources.object_store import ObjectStore
+    from fm_assets.stages.registry import STAGES
+    from fm_assets.engine.refs import read_success
+    from fm_assets.engine.store import ObjectStore
 
     store = ObjectStore(str(root))
     sizes = {}
@@ -70,9 +70,9 @@ def _stage_input_mb(root: Path, batches: list[str]) -> dict[str, float]:
 
 
 def _tokenize_vs_bare(root: Path, batches: list[str]) -> dict:
-    from fm_assets.refs import read_success
-    from fm_resources.object_store import ObjectStore
-    from fm_resources.tokenizer_registry import TokenizerRegistry
+    from fm_assets.engine.refs import read_success
+    from fm_assets.engine.store import ObjectStore
+    from fm_assets.side_inputs.tokenizer import TokenizerRegistry
 
     store = ObjectStore(str(root))
     registry = TokenizerRegistry(store)
@@ -99,9 +99,9 @@ def _tokenize_vs_bare(root: Path, batches: list[str]) -> dict:
 
 
 def _packing(root: Path, batches: list[str]) -> dict:
-    from fm_assets.refs import read_success
-    from fm_assets.steps.packing import pack_documents
-    from fm_resources.object_store import ObjectStore
+    from fm_assets.engine.refs import read_success
+    from fm_assets.transforms.tokens.packing import pack_documents
+    from fm_assets.engine.store import ObjectStore
 
     store = ObjectStore(str(root))
     result = {}
@@ -143,9 +143,9 @@ os.environ.update(FM_ROOT=str(Path({str(workdir)!r}) / "rss-root-{docs}"), DAGST
 if {str(tokenizer_file or "")!r}:
     os.environ["FM_TOKENIZER_FILE"] = {str(tokenizer_file or "")!r}
 Path(os.environ["DAGSTER_HOME"]).mkdir(parents=True, exist_ok=True)
-from fm_assets.landing import land_batch
-from fm_resources.object_store import ObjectStore
-from fm_assets.runner import run_batches
+from fm_assets.engine.landing import land_batch
+from fm_assets.engine.store import ObjectStore
+from fm_assets.cli.runner import run_batches
 land_batch(ObjectStore(os.environ["FM_ROOT"]), src, source="rss", license_id="MIT", namespace="cloud")
 t = time.perf_counter()
 failures = run_batches(release=False)
@@ -163,8 +163,8 @@ Path({str(workdir)!r}, "rss-{docs}.json").write_text(json.dumps({{"failures": fa
 
 
 def _export_tokenizer(root: Path, workdir: Path) -> Path:
-    from fm_resources.object_store import ObjectStore
-    from fm_resources.tokenizer_registry import TokenizerRegistry
+    from fm_assets.engine.store import ObjectStore
+    from fm_assets.side_inputs.tokenizer import TokenizerRegistry
 
     registry = TokenizerRegistry(ObjectStore(str(root)))
     out = workdir / "tokenizer.json"
@@ -184,7 +184,7 @@ def main() -> None:
     sample = fetch_sample_data(workdir / "sample", max_docs=args.docs_per_package or None, progress=False)
     root = workdir / "root"
     _env(root, workdir / "dagster_home")
-    from fm_assets.runner import run_batches
+    from fm_assets.cli.runner import run_batches
 
     batches = _land_all(root, sample)
     started = time.perf_counter()

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import zstandard
 
-from fm_assets.steps.readers import iter_raw_records
+from fm_assets.transforms.readers import iter_raw_records
 
 
 def _best_of(repeats: int, fn) -> float:
@@ -94,7 +94,7 @@ def bench_readers(docs: int, folder: Path) -> dict:
 def bench_gx(rows: int) -> dict:
 
     started = time.perf_counter()
-    from fm_assets.steps.validate_ge import NAMESPACES, validate_records
+    from fm_assets.transforms.text.validate import NAMESPACES, validate_records
 
     validate_records(
         pa.table(

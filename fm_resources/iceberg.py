@@ -10,20 +10,17 @@ or AWS Glue (``catalog_type="glue"``, ``properties={"glue.region": "eu-west-1"}`
 passed to :func:`pyiceberg.catalog.load_catalog` unchanged (see pyiceberg's catalog docs for the keys).
 For an ``s3://`` root with the default SQL catalog the warehouse is ``<root>/warehouse`` but the
 catalog ``uri`` (a SQLAlchemy URL, e.g. Postgres) must be given: SQLite cannot live in S3. The local
-profile (``fm_assets.resources``) fills it with a SQLite file in ``$DAGSTER_HOME`` for a single-machine run.
+profile (``fm_assets.defs.resources``) fills it with a SQLite file in ``$DAGSTER_HOME`` for a single-machine run.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 from dagster import ConfigurableResource
 from pydantic import Field
 from pyiceberg.catalog import Catalog, load_catalog
-
-from fm_resources.object_store import default_root
 
 NAMESPACE = "fm"
 
@@ -36,14 +33,14 @@ def _is_local(root: str) -> bool:
     return "://" not in root or root.startswith("file://")
 
 
-def local_state_catalog_uri(root: str) -> str | None:
+def local_state_catalog_uri(root: str, home: Path) -> str | None:
     """For the local profile with a remote root: a SQLite catalog beside the Dagster instance (one machine only).
 
     Returns None for local roots (their catalog lives under the root itself).
     """
     if _is_local(root):
         return None
-    home = Path(os.environ.get("DAGSTER_HOME", ".fm/dagster_home")).expanduser().resolve()
+    home = home.expanduser().resolve()
     home.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{home / 'iceberg_catalog.db'}"
 
@@ -55,6 +52,7 @@ def catalog_properties(
     warehouse: str | None = None,
     properties: dict[str, str] | None = None,
     s3_endpoint_url: str | None = None,
+    s3_region: str | None = None,
 ) -> dict[str, str]:
     """The ``load_catalog`` properties for these settings (defaults derived from ``root``)."""
     props: dict[str, str] = {"type": catalog_type}
@@ -77,8 +75,8 @@ def catalog_properties(
         props["uri"] = uri
     if s3_endpoint_url and warehouse.startswith("s3://"):
         props["s3.endpoint"] = s3_endpoint_url
-        if os.environ.get("AWS_DEFAULT_REGION"):
-            props["s3.region"] = os.environ["AWS_DEFAULT_REGION"]
+        if s3_region:
+            props["s3.region"] = s3_region
     props.update(properties or {})
     return props
 
@@ -86,13 +84,14 @@ def catalog_properties(
 class IcebergCatalogResource(ConfigurableResource):
     """Where Iceberg tables are registered (``catalog()``) and where their files live (the warehouse)."""
 
-    root: str = Field(default_factory=default_root, description="FM_ROOT: derives the default catalog and warehouse")
+    root: str = Field(description="The storage root: derives the default catalog and warehouse")
     catalog_name: str = Field(default="fm", description="Name pyiceberg gives the catalog")
     catalog_type: str = Field(default="sql", description="pyiceberg catalog type: sql, rest, glue, hive, ...")
     uri: str | None = Field(default=None, description="Catalog URI; default sqlite:///<root>/catalog/iceberg.db")
     warehouse: str | None = Field(default=None, description="Warehouse location; default <root>/warehouse")
     properties: dict[str, str] = Field(default_factory=dict, description="Extra load_catalog properties")
     s3_endpoint_url: str | None = Field(default=None, description="S3-compatible endpoint for the warehouse")
+    s3_region: str | None = Field(default=None, description="Region of the warehouse bucket")
 
     def catalog(self) -> Catalog:
         props = catalog_properties(
@@ -101,7 +100,8 @@ class IcebergCatalogResource(ConfigurableResource):
             self.uri,
             self.warehouse,
             self.properties,
-            self.s3_endpoint_url or os.environ.get("FM_S3_ENDPOINT_URL"),
+            self.s3_endpoint_url,
+            self.s3_region,
         )
         catalog = load_catalog(self.catalog_name, **props)
         catalog.create_namespace_if_not_exists(NAMESPACE)

@@ -6,13 +6,10 @@ Lance reads and writes local paths and ``s3://`` URIs natively; for an S3-compat
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from dagster import ConfigurableResource
 from pydantic import Field
-
-from fm_resources.object_store import default_root
 
 DOCUMENTS_DATASET = "lance/documents.lance"
 
@@ -27,18 +24,19 @@ def documents_uri(root: str) -> str:
 class LanceResource(ConfigurableResource):
     """The Lance documents dataset: its URI and the storage options Lance needs to reach it."""
 
-    root: str = Field(default_factory=default_root, description="FM_ROOT: derives the default dataset URI")
+    root: str = Field(description="The storage root: derives the default dataset URI")
     documents_uri: str | None = Field(default=None, description="Override: where documents.lance lives")
     s3_endpoint_url: str | None = Field(default=None, description="S3-compatible endpoint for s3:// URIs")
+    s3_region: str | None = Field(default=None, description="Region for s3:// URIs")
 
     def documents(self) -> str:
         return self.documents_uri or documents_uri(self.root)
 
     def storage_options(self) -> dict[str, str]:
-        endpoint = self.s3_endpoint_url or os.environ.get("FM_S3_ENDPOINT_URL")
+        endpoint = self.s3_endpoint_url
         if not self.documents().startswith("s3://") or not endpoint:
             return {}
         options = {"aws_endpoint": endpoint, "allow_http": str(endpoint.startswith("http://")).lower()}
-        if os.environ.get("AWS_DEFAULT_REGION"):
-            options["aws_region"] = os.environ["AWS_DEFAULT_REGION"]
+        if self.s3_region:
+            options["aws_region"] = self.s3_region
         return options

@@ -1,172 +1,19 @@
-"""Object store resource: one code path for a local folder and for S3 (or any fsspec URI).
-
-Every path a stage uses is relative to the store root (``FM_ROOT``). Writes are atomic: a local
-write goes to a temporary name and is renamed; an S3 PUT is atomic per object. Commit markers are
-written last so a reader never sees half a unit.
-"""
+"""Dagster resource for the object store: where all platform data lives (a local folder or S3)."""
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import json
-import os
-import shutil
-import tempfile
-import uuid
-from collections.abc import Iterator
-from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-import fsspec
 from dagster import ConfigurableResource
 from pydantic import Field
 
-DEFAULT_ROOT = "./fm_data"
-
-
-def default_root() -> str:
-    return os.environ.get("FM_ROOT", DEFAULT_ROOT)
-
-
-class ObjectStore:
-    """Relative-path file operations on top of an fsspec filesystem rooted at ``root``."""
-
-    def __init__(self, root: str, storage_options: dict[str, Any] | None = None) -> None:
-        self.storage_options = dict(storage_options or {})
-        protocol = root.split("://", 1)[0] if "://" in root else "file"
-        self.is_local = protocol in ("file", "local")
-        if self.is_local:
-            root = str(Path(root.removeprefix("file://")).expanduser().resolve())
-        self.root = root.rstrip("/")
-        self.fs = fsspec.filesystem(protocol, **self.storage_options)
-
-    # -- naming ---------------------------------------------------------------------------------
-    def uri(self, rel: str) -> str:
-        return f"{self.root}/{rel.lstrip('/')}" if rel else self.root
-
-    def local_path(self, rel: str) -> Path:
-        """The local filesystem path of ``rel``; only valid for a local store."""
-        if not self.is_local:
-            raise ValueError(f"store {self.root} is not local; use open()/get_file() instead")
-        return Path(self.uri(rel))
-
-    # -- reads ----------------------------------------------------------------------------------
-    def exists(self, rel: str) -> bool:
-        return self.fs.exists(self.uri(rel))
-
-    def open(self, rel: str, mode: str = "rb") -> IO[Any]:
-        if "w" in mode or "a" in mode:
-            raise ValueError("use write_bytes/write_file for writes (they are atomic)")
-        return self.fs.open(self.uri(rel), mode)
-
-    def read_bytes(self, rel: str) -> bytes:
-        with self.open(rel) as handle:
-            return handle.read()
-
-    def read_json(self, rel: str) -> Any:
-        return json.loads(self.read_bytes(rel))
-
-    def list(self, prefix: str) -> list[str]:
-        """Relative paths of the files directly under ``prefix`` (sorted; empty if missing)."""
-        base = self.uri(prefix)
-        if not self.fs.exists(base):
-            return []
-        found = self.fs.ls(base, detail=False, refresh=True) if not self.is_local else self.fs.ls(base, detail=False)
-        root = self.fs._strip_protocol(self.root)
-        rels = []
-        for entry in found:
-            entry = self.fs._strip_protocol(entry)
-            rels.append(entry[len(root) :].lstrip("/"))
-        return sorted(rels)
-
-    def size(self, rel: str) -> int:
-        return int(self.fs.size(self.uri(rel)))
-
-    @contextlib.contextmanager
-    def local_copy(self, rel: str) -> Iterator[Path]:
-        """A local path holding ``rel``: the file itself when local, else a temporary download."""
-        if self.is_local:
-            yield self.local_path(rel)
-            return
-        with tempfile.TemporaryDirectory(prefix="fm-get-") as tmp:
-            dest = Path(tmp) / Path(rel).name
-            self.fs.get(self.uri(rel), str(dest))
-            yield dest
-
-    # -- writes ---------------------------------------------------------------------------------
-    def write_bytes(self, rel: str, data: bytes) -> None:
-        if self.is_local:
-            target = self.local_path(rel)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
-            with open(tmp, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, target)
-        else:
-            self.fs.pipe_file(self.uri(rel), data)
-
-    def write_json(self, rel: str, obj: Any) -> None:
-        self.write_bytes(rel, (json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n").encode())
-
-    def put_file(self, local: str | Path, rel: str) -> None:
-        """Copy a finished local file into the store atomically."""
-        if self.is_local:
-            target = self.local_path(rel)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
-            shutil.copyfile(local, tmp)
-            os.replace(tmp, target)
-        else:
-            self.fs.put_file(str(local), self.uri(rel))
-
-    def put_dir(self, local_dir: str | Path, rel: str, *, last: str | None = None) -> None:
-        """Copy a local folder tree into the store; ``last`` (a file name at the top) is written after the rest."""
-        local_dir = Path(local_dir)
-        files = sorted(p for p in local_dir.rglob("*") if p.is_file())
-        files.sort(key=lambda p: p.relative_to(local_dir).as_posix() == last)
-        for path in files:
-            self.put_file(path, f"{rel}/{path.relative_to(local_dir).as_posix()}")
-
-    def get_dir(self, rel: str, local_dir: str | Path) -> Path:
-        """Download the folder ``rel`` to ``local_dir`` (returns it)."""
-        local_dir = Path(local_dir)
-        base = self.fs._strip_protocol(self.uri(rel)).rstrip("/")
-        for remote in self.fs.find(self.uri(rel)):
-            remote = self.fs._strip_protocol(remote)
-            target = local_dir / remote[len(base) :].lstrip("/")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            self.fs.get_file(remote if self.is_local else f"{self.root.split('://')[0]}://{remote}", str(target))
-        return local_dir
-
-    def delete(self, rel: str) -> None:
-        if self.exists(rel):
-            self.fs.rm(self.uri(rel), recursive=True)
-
-    @contextlib.contextmanager
-    def staging_dir(self) -> Iterator[Path]:
-        """A local scratch folder for building files before they are put into the store."""
-        base = self.local_path(".tmp") if self.is_local else None
-        if base is not None:
-            base.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix="fm-stage-", dir=base) as tmp:
-            yield Path(tmp)
-
-
-def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
+from fm_assets.engine.store import ObjectStore
 
 
 class ObjectStoreResource(ConfigurableResource):
-    """Where all platform data lives: a local folder (default ``FM_ROOT`` or ./fm_data) or s3://bucket/prefix."""
+    """Where all platform data lives: a local folder or s3://bucket/prefix (``Settings.root``)."""
 
-    root: str = Field(default_factory=default_root, description="Local folder or s3://bucket/prefix")
+    root: str = Field(description="Local folder or s3://bucket/prefix")
     s3_endpoint_url: str | None = Field(default=None, description="S3-compatible endpoint (MinIO, moto, ...)")
     s3_region: str | None = None
 
@@ -174,9 +21,8 @@ class ObjectStoreResource(ConfigurableResource):
         options: dict[str, Any] = {}
         if self.root.startswith("s3://"):
             client_kwargs: dict[str, Any] = {}
-            endpoint = self.s3_endpoint_url or os.environ.get("FM_S3_ENDPOINT_URL")
-            if endpoint:
-                client_kwargs["endpoint_url"] = endpoint
+            if self.s3_endpoint_url:
+                client_kwargs["endpoint_url"] = self.s3_endpoint_url
             if self.s3_region:
                 client_kwargs["region_name"] = self.s3_region
             options = {"client_kwargs": client_kwargs, "skip_instance_cache": True}

@@ -1,6 +1,6 @@
 """The Spark engine: one SparkSession per process, ``local[*]`` by default, a cluster by configuration.
 
-``FM_SPARK_MASTER`` (e.g. ``spark://127.0.0.1:7077``) overrides the configured master. Starting a JVM
+The master comes from settings (``FM_SPARK_MASTER``, e.g. ``spark://127.0.0.1:7077``). Starting a JVM
 costs seconds, so every step in a process shares the session; asking for a different master stops the
 old session first. Executors run the same Python as the driver (``sys.executable``) and get the project
 root on ``PYTHONPATH`` so they can import the step modules without an install.
@@ -56,19 +56,15 @@ def _python_path_with_project() -> str:
     return os.pathsep.join([_PROJECT_ROOT, *others])
 
 
-def resolve_master(master: str = "local[*]") -> str:
-    return os.environ.get("FM_SPARK_MASTER") or master
-
-
 def get_or_create_session(
     master: str = "local[*]",
     app_name: str = "fm-data-platform",
     driver_memory: str = "2g",
     shuffle_partitions: int = 8,
     extra_conf: dict[str, str] | None = None,
+    log_level: str = "ERROR",
 ) -> SparkSession:
-    """The process-wide SparkSession (created on first use; env FM_SPARK_MASTER wins over ``master``)."""
-    master = resolve_master(master)
+    """The process-wide SparkSession (created on first use; a different master or conf restarts it)."""
     conf = dict(DEFAULT_CONF)
     conf.update(
         {
@@ -99,6 +95,8 @@ def get_or_create_session(
             os.environ.setdefault("JAVA_HOME", java_home)
         if _is_loopback(master):  # keep every Spark socket on loopback, never the machine's other interfaces
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        # pyspark starts the JVM (and the JVM its Python workers) with this process's environment and
+        # offers no other channel for it: this is the one place the platform sets environment variables.
         os.environ["PYSPARK_PYTHON"] = sys.executable
         os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
         os.environ["PYTHONPATH"] = _python_path_with_project()
@@ -106,7 +104,7 @@ def get_or_create_session(
         for name, value in conf.items():
             builder = builder.config(name, value)
         session = builder.getOrCreate()
-        session.sparkContext.setLogLevel(os.environ.get("FM_SPARK_LOG_LEVEL", "ERROR"))
+        session.sparkContext.setLogLevel(log_level)
         _ACTIVE.update(key=key, master=master, session=session)
         logger.info("Spark session ready: master=%s version=%s", master, session.version)
         return session
@@ -128,13 +126,14 @@ def stop_session() -> None:
 
 
 class SparkResource(dg.ConfigurableResource):
-    """Dagster handle on the shared SparkSession; ``master`` is overridden by env FM_SPARK_MASTER."""
+    """Dagster handle on the shared SparkSession (``local[*]``, or a cluster such as spark://host:7077)."""
 
     master: str = "local[*]"
     app_name: str = "fm-data-platform"
     driver_memory: str = "2g"
     shuffle_partitions: int = 8
     extra_conf: dict[str, str] = Field(default_factory=dict)
+    log_level: str = "ERROR"
 
     def session(self) -> SparkSession:
         return get_or_create_session(
@@ -143,4 +142,5 @@ class SparkResource(dg.ConfigurableResource):
             driver_memory=self.driver_memory,
             shuffle_partitions=self.shuffle_partitions,
             extra_conf=dict(self.extra_conf),
+            log_level=self.log_level,
         )

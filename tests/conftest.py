@@ -29,8 +29,8 @@ def tokenizer_file(real_sample, tmp_path_factory) -> Path:
     """A byte-level BPE trained on the sample (so every e2e test tokenizes with the same ids)."""
     import json
 
-    from fm_resources.object_store import ObjectStore
-    from fm_resources.tokenizer_registry import TokenizerRegistry
+    from fm_assets.engine.store import ObjectStore
+    from fm_assets.side_inputs.tokenizer import TokenizerRegistry
 
     root = tmp_path_factory.mktemp("tok")
     registry = TokenizerRegistry(ObjectStore(str(root / "store")))

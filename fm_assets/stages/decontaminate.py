@@ -1,32 +1,47 @@
-"""decontaminate: drop documents that share word n-grams with the evaluation sets (mandatory before shards)."""
+"""decontaminate: drop documents that share word n-grams with the evaluation sets (mandatory before shards).
+
+The eval registry is a side input (``side_inputs.eval_registry``): its index fingerprint is in the stage
+key, so a new eval set recomputes decontaminate and everything after it.
+"""
 
 from __future__ import annotations
 
-from functools import cached_property
 from typing import Any
 
-from fm_assets.checks import CheckOutcome, StageCheck
-from fm_assets.stage import StageContext
-from fm_assets.stage_runtime import iter_parquet_batches
-from fm_assets.stages.record_stage import RecordStage, Rejection
-from fm_assets.steps.decontam import ContaminationIndex, load_default_eval_index
+from fm_assets.engine.checks import CheckOutcome, StageCheck
+from fm_assets.engine.kinds.record import RecordStage
+from fm_assets.engine.records import StageSuccess, UnitMarker
+from fm_assets.engine.stage import SideInputs, StageContext
+from fm_assets.engine.store import iter_parquet_batches
+from fm_assets.engine.verdict import KEEP, Verdict
+from fm_assets.side_inputs.eval_registry import EvalRegistry
+from fm_assets.transforms.text.decontam import ContaminationIndex
+
+EVAL_REGISTRY = "eval_registry"
 
 
-def check_no_contamination(store, success: dict[str, Any], stage: Any) -> CheckOutcome:
+def check_no_contamination(store, success: StageSuccess, stage: Any) -> CheckOutcome:
     """Re-scan every kept document against the eval index: none may match (blocking: leakage must not reach shards)."""
-    if not success["config"]["enabled"]:
+    if not success.config["enabled"]:
         return CheckOutcome(True, {"enabled": False}, "decontamination disabled by configuration")
-    min_matches = success["config"]["min_matches"]
+    index = EvalRegistry(success.artifacts.get("eval_registry")).index()
+    if index.fingerprint() != success.inputs.get("eval_index"):
+        return CheckOutcome(
+            False,
+            {"eval_index": index.fingerprint(), "stage_eval_index": success.inputs.get("eval_index")},
+            "the eval registry changed since this output was made; re-materialize decontaminate",
+        )
+    min_matches = success.config["min_matches"]
     leaked = scanned = 0
-    for part in success["parts"]:
+    for part in success.parts:
         for record_batch in iter_parquet_batches(store, part, columns=["text"]):
             for text in record_batch["text"].to_pylist():
                 scanned += 1
-                leaked += stage.index.check(text)[0] >= min_matches
-    removed = success["rejects_by_reason"].get("eval_contamination", 0)
+                leaked += index.check(text)[0] >= min_matches
+    removed = success.rejects_by_reason.get("eval_contamination", 0)
     return CheckOutcome(
         leaked == 0,
-        {"scanned": scanned, "contaminated_in_output": leaked, "removed": removed, "eval_index": stage.index.fingerprint()},
+        {"scanned": scanned, "contaminated_in_output": leaked, "removed": removed, "eval_index": index.fingerprint()},
         "no kept document shares an eval n-gram",
     )
 
@@ -36,24 +51,35 @@ class DecontaminateStage(RecordStage):
     code_version = "decontam-v1"
     upstream = "normalize"
     description = "Eval-set n-gram overlap removal."
-    checks = (StageCheck("no_eval_contamination", "kept documents do not overlap the eval sets", check_no_contamination),)
-
-    @cached_property
-    def index(self) -> ContaminationIndex:
-        return load_default_eval_index()
+    checks = (
+        StageCheck("no_eval_contamination", "kept documents do not overlap the eval sets", check_no_contamination),
+    )
+    side_input_assets = ("eval_registry",)
 
     def config(self, ctx: StageContext) -> dict[str, Any]:
         return {"enabled": ctx.settings.decontaminate, "min_matches": ctx.settings.decontam_min_matches}
 
-    def extra_inputs(self, ctx: StageContext) -> dict[str, str]:
-        return {"eval_index": self.index.fingerprint()} if ctx.settings.decontaminate else {}
+    def side_inputs(self, ctx: StageContext) -> SideInputs:
+        if not ctx.settings.decontaminate:
+            return SideInputs()
+        registry: EvalRegistry = ctx.resource(EVAL_REGISTRY)
+        index = registry.index()
+        return SideInputs({"eval_index": index.fingerprint()}, index)
 
-    def transform(self, ctx: StageContext, record: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-        if ctx.settings.decontaminate:
-            matches, fraction = self.index.check(record["text"])
-            if matches >= ctx.settings.decontam_min_matches:
-                raise Rejection("eval_contamination", {"matching_ngrams": matches, "fraction": round(fraction, 6)})
-        return record
+    def judge(self, ctx: StageContext, record: dict[str, Any], metrics: dict[str, Any]) -> Verdict:
+        if not ctx.settings.decontaminate:
+            return KEEP
+        index: ContaminationIndex = ctx.side.data
+        matches, fraction = index.check(record["text"])
+        if matches >= ctx.settings.decontam_min_matches:
+            return Verdict.drop("eval_contamination", {"matching_ngrams": matches, "fraction": round(fraction, 6)})
+        return KEEP
+
+    def complete(self, ctx: StageContext, prepared: Any, output_prefix: str, markers: list[UnitMarker]) -> dict[str, Any]:
+        if not ctx.settings.decontaminate:
+            return {}
+        registry: EvalRegistry = ctx.resource(EVAL_REGISTRY)
+        return {"eval_registry": registry.path}
 
 
 STAGE = DecontaminateStage()

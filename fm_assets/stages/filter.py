@@ -4,22 +4,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from fm_assets.checks import CheckOutcome, StageCheck
-from fm_assets.stage import StageContext
-from fm_assets.stages.record_stage import RecordStage, Rejection
-from fm_assets.steps.langid import detect_language
-from fm_assets.steps.quality import QualityConfig, evaluate_quality
+from fm_assets.engine.checks import CheckOutcome, StageCheck
+from fm_assets.engine.kinds.record import RecordStage
+from fm_assets.engine.records import StageSuccess
+from fm_assets.engine.stage import StageContext
+from fm_assets.engine.verdict import Verdict
+from fm_assets.transforms.text.langid import detect_language, language_verdict
+from fm_assets.transforms.text.quality import QualityConfig, evaluate_quality
 
 MAX_FILTER_REJECT_FRACTION = 0.5
 
 
-def check_filter_reject_rate(store, success: dict[str, Any], stage: Any) -> CheckOutcome:
+def check_filter_reject_rate(store, success: StageSuccess, stage: Any) -> CheckOutcome:
     """Warn when the filters drop more than half a batch: usually a mis-tuned rule or a broken source."""
-    counts = success["counts"]
-    fraction = counts["records_rejected"] / counts["records_in"] if counts["records_in"] else 0.0
+    counts = success.counts
+    fraction = counts.records_rejected / counts.records_in if counts.records_in else 0.0
     return CheckOutcome(
         fraction <= MAX_FILTER_REJECT_FRACTION,
-        {"reject_fraction": round(fraction, 4), "by_reason": success["rejects_by_reason"]},
+        {"reject_fraction": round(fraction, 4), "by_reason": success.rejects_by_reason},
         f"filters drop at most {MAX_FILTER_REJECT_FRACTION:.0%} of a batch",
     )
 
@@ -31,7 +33,11 @@ class FilterStage(RecordStage):
     description = "Language ID and heuristic quality rules; every drop carries its rule as reason."
 
     quality = QualityConfig()
-    checks = (StageCheck("reject_rate", "share of documents the filters drop", check_filter_reject_rate, blocking=False, warn_only=True),)
+    checks = (
+        StageCheck(
+            "reject_rate", "share of documents the filters drop", check_filter_reject_rate, blocking=False, warn_only=True
+        ),
+    )
 
     def config(self, ctx: StageContext) -> dict[str, Any]:
         return {
@@ -40,18 +46,16 @@ class FilterStage(RecordStage):
             "min_language_score": ctx.settings.min_language_score,
         }
 
-    def transform(self, ctx: StageContext, record: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    def judge(self, ctx: StageContext, record: dict[str, Any], metrics: dict[str, Any]) -> Verdict:
         lang, score = detect_language(record["text"])
-        allowed = ctx.settings.allowed_languages
-        if allowed and lang not in allowed:
-            raise Rejection("language_not_allowed", {"lang": lang, "score": round(score, 4), "allowed": allowed})
-        if score < ctx.settings.min_language_score:
-            raise Rejection("language_low_confidence", {"lang": lang, "score": round(score, 4)})
+        verdict = language_verdict(lang, score, ctx.settings.allowed_languages, ctx.settings.min_language_score)
+        if not verdict.keep:
+            return verdict
         result = evaluate_quality(record["text"], lang, self.quality)
-        if result.failed:
-            rule, details = result.failed[0]
-            raise Rejection(f"quality:{rule}", {**details, "all_rules": [name for name, _ in result.failed], "lang": lang})
-        return {**record, "lang": lang, "lang_score": float(score), "quality_score": float(result.score)}
+        verdict = result.verdict(lang)
+        if not verdict.keep:
+            return verdict
+        return Verdict.kept({**record, "lang": lang, "lang_score": float(score), "quality_score": float(result.score)})
 
 
 STAGE = FilterStage()

@@ -9,16 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from fm_assets.landing import read_batch_manifest
-from fm_assets.stage import Stage, StageContext
-from fm_assets.stage_runtime import StageRun, UnitResult, UnitWriter, WorkUnit
-from fm_assets.steps.readers import RawReject, iter_raw_records
-from fm_assets.steps.records import make_doc_id, reject_row
-from fm_resources.object_store import sha256_file
-
-
-def cas_rel(sha256: str) -> str:
-    return f"cas/{sha256[:2]}/{sha256}"
+from fm_assets.engine import layout
+from fm_assets.engine.hashing import sha256_file
+from fm_assets.engine.landing import BatchManifest, read_batch_manifest
+from fm_assets.engine.schemas import make_doc_id
+from fm_assets.engine.stage import SideInputs, Stage, StageContext, UnitContext, UnitResult, WorkUnit
+from fm_assets.transforms.readers import RawReject, iter_raw_records
 
 
 class LandStage(Stage):
@@ -33,61 +29,53 @@ class LandStage(Stage):
     def rows_per_file(self, ctx: StageContext) -> int | None:
         return ctx.settings.land_rows_per_part
 
-    def extra_inputs(self, ctx: StageContext) -> dict[str, str]:
+    def side_inputs(self, ctx: StageContext) -> SideInputs:
         manifest = read_batch_manifest(ctx.store, ctx.batch)
-        ctx.state["manifest"] = manifest
-        return {"landing": manifest.data_version}
+        return SideInputs({"landing": manifest.data_version}, manifest)
 
     def plan(self, ctx: StageContext) -> list[WorkUnit]:
-        manifest = ctx.state["manifest"]
+        manifest: BatchManifest = ctx.side.data
         return [
-            WorkUnit(f"f{index:05d}", (f"landing/{ctx.batch}/files/{entry['path']}",))
+            WorkUnit(f"f{index:05d}", (layout.landed_file(ctx.batch, entry["path"]),))
             for index, entry in enumerate(sorted(manifest.files, key=lambda f: f["path"]))
         ]
 
-    def process(self, ctx: StageContext, run: StageRun, unit: WorkUnit, writer: UnitWriter) -> UnitResult:
-        manifest = ctx.state["manifest"]
-        raw_rel = unit.inputs[0]
-        rel_in_batch = raw_rel.split("/files/", 1)[1]
+    def process(self, unit: UnitContext) -> UnitResult:
+        ctx = unit.partition
+        manifest: BatchManifest = ctx.side.data
+        raw_rel = unit.unit.inputs[0]
+        rel_in_batch = layout.landed_rel_in_batch(raw_rel)
         entry = next(f for f in manifest.files if f["path"] == rel_in_batch)
         sha = entry["sha256"]
-        already_in_cas = ctx.store.exists(cas_rel(sha))
+        already_in_cas = ctx.store.exists(layout.cas_object(sha))
         records_in = 0
         with ctx.store.local_copy(raw_rel) as local:
             actual = sha256_file(local)
             if actual != sha:  # the landed bytes are not what _batch.json promised: quarantine the file
-                writer.reject(
-                    reject_row(
-                        None,
-                        batch=ctx.batch,
-                        stage=self.name,
-                        reason="checksum_mismatch",
-                        details={"file": rel_in_batch, "expected_sha256": sha, "actual_sha256": actual},
-                        cas_hash=actual,
-                        record_index=-1,
-                        text="",
-                    )
+                unit.reject(
+                    None,
+                    "checksum_mismatch",
+                    {"file": rel_in_batch, "expected_sha256": sha, "actual_sha256": actual},
+                    cas_hash=actual,
+                    record_index=-1,
+                    text="",
                 )
                 return UnitResult(records_in=1, extra={"bytes_in": entry["bytes"], "files": 1})
             if not already_in_cas:
-                ctx.store.put_file(local, cas_rel(sha))
+                ctx.store.put_file(local, layout.cas_object(sha))
             for item in iter_raw_records(local):
                 records_in += 1
                 if isinstance(item, RawReject):
-                    writer.reject(
-                        reject_row(
-                            None,
-                            batch=ctx.batch,
-                            stage=self.name,
-                            reason=item.reason,
-                            details={**item.details, "file": rel_in_batch},
-                            cas_hash=sha,
-                            record_index=item.record_index,
-                            text=item.raw_prefix,
-                        )
+                    unit.reject(
+                        None,
+                        item.reason,
+                        {**item.details, "file": rel_in_batch},
+                        cas_hash=sha,
+                        record_index=item.record_index,
+                        text=item.raw_prefix,
                     )
                     continue
-                writer.write(
+                unit.write(
                     {
                         "doc_id": make_doc_id(sha, item.record_index),
                         "batch": ctx.batch,

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from fm_assets.refs import batches_with_ref, read_success
-from fm_assets.stage import StageContext
-from fm_assets.stage_runtime import StageRun
-from fm_assets.stages.spark_stage import SparkRemovalStage
-from fm_assets.steps.near_dup_spark import NearDedupConfig, run_near_dedup
+from fm_assets.engine import layout
+from fm_assets.engine.kinds.removal import RemovalDecision
+from fm_assets.engine.kinds.spark_removal import SparkRemovalStage
+from fm_assets.engine.records import PriorOutput, UnitMarker
+from fm_assets.engine.refs import earlier_outputs
+from fm_assets.engine.stage import SideInputs, StageContext
+from fm_assets.transforms.dedup.near_dup.config import NearDedupConfig
 
 BAND_INDEX = "band_index"  # a folder: bands/ and signatures/ parquet files plus _SUCCESS.json
 
@@ -32,32 +34,27 @@ class NearDedupStage(SparkRemovalStage):
     def config(self, ctx: StageContext) -> dict[str, Any]:
         return {"enabled": ctx.settings.near_dedup, "minhash": self.dedup_config(ctx).fingerprint()}
 
-    def extra_inputs(self, ctx: StageContext) -> dict[str, str]:
-        priors: dict[str, str] = {}
-        prefixes: dict[str, str] = {}
-        for batch in batches_with_ref(ctx.store, self.name):
-            if batch >= ctx.batch:
-                continue
-            success = read_success(ctx.store, self.name, batch)
-            if success["artifacts"].get("band_index"):
-                priors[f"near_dedup:{batch}"] = success["data_version"]
-                prefixes[batch] = success["prefix"]
-        ctx.state["prior_prefixes"] = prefixes
-        return priors
+    def side_inputs(self, ctx: StageContext) -> SideInputs:
+        priors = [p for p in earlier_outputs(ctx.store, self.name, ctx.batch) if p.artifacts.get("band_index")]
+        return SideInputs({f"near_dedup:{p.batch}": p.data_version for p in priors}, priors)
 
-    def removals(self, ctx: StageContext, run: StageRun, local_parts: list[str]) -> dict[str, tuple[str, dict[str, Any]]]:
-        spark = ctx.resources["spark"].session()
-        with ctx.store.staging_dir() as staging:
+    def removals(self, ctx: StageContext, local_parts: list[str], output_prefix: str) -> RemovalDecision:
+        from fm_assets.transforms.dedup.near_dup.job import run_near_dedup  # pyspark: imported where it runs
+
+        priors: list[PriorOutput] = ctx.side.data
+        store = ctx.store
+        with store.staging_dir() as staging:
             prior_paths = []
-            for batch, prefix in sorted(ctx.state["prior_prefixes"].items()):
-                if ctx.store.is_local:
-                    prior_paths.append(str(ctx.store.local_path(f"{prefix}/{BAND_INDEX}")))
+            for prior in priors:
+                rel = layout.in_output(prior.prefix, BAND_INDEX)
+                if store.is_local:
+                    prior_paths.append(str(store.local_path(rel)))
                 else:
-                    prior_paths.append(str(ctx.store.get_dir(f"{prefix}/{BAND_INDEX}", staging / f"prior-{batch}")))
+                    prior_paths.append(str(store.get_dir(rel, staging / f"prior-{prior.batch}")))
             out_index = staging / BAND_INDEX
+            spark = ctx.resource("spark").session()
             outcome = run_near_dedup(spark, local_parts, prior_paths, str(out_index), self.dedup_config(ctx))
-            ctx.store.put_dir(out_index, run.rel(BAND_INDEX), last="_SUCCESS.json")
-        ctx.state["near_dedup_stats"] = outcome.stats
+            store.put_dir(out_index, layout.in_output(output_prefix, BAND_INDEX), last=layout.SUCCESS)
         removed = {}
         for row in outcome.removed.to_pylist():
             details = {
@@ -67,11 +64,14 @@ class NearDedupStage(SparkRemovalStage):
                 "survivor_in_earlier_batch": row["survivor_is_prior"],
             }
             removed[row["doc_id"]] = ("near_duplicate", details)
-        return removed
+        return RemovalDecision(removed, {"stats": outcome.stats})
 
-    def complete(self, ctx: StageContext, run: StageRun, markers: list[dict[str, Any]]) -> dict[str, Any]:
-        has_index = ctx.store.exists(run.rel(f"{BAND_INDEX}/_SUCCESS.json"))
-        return {"band_index": run.rel(BAND_INDEX) if has_index else None, "stats": ctx.state.get("near_dedup_stats", {})}
+    def complete(
+        self, ctx: StageContext, prepared: RemovalDecision, output_prefix: str, markers: list[UnitMarker]
+    ) -> dict[str, Any]:
+        index = layout.in_output(output_prefix, BAND_INDEX)
+        has_index = ctx.store.exists(layout.success_marker(index))
+        return {"band_index": index if has_index else None, "stats": dict(prepared.artifacts.get("stats", {}))}
 
 
 STAGE = NearDedupStage()

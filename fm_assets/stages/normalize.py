@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from fm_assets.stage import StageContext
-from fm_assets.stages.record_stage import RecordStage, Rejection
-from fm_assets.steps.normalize_text import normalize_text
+from fm_assets.engine.kinds.record import RecordStage
+from fm_assets.engine.stage import StageContext
+from fm_assets.engine.verdict import Verdict
+from fm_assets.transforms.text.normalize import normalize_text
 
 
 class NormalizeStage(RecordStage):
@@ -15,13 +16,13 @@ class NormalizeStage(RecordStage):
     upstream = "near_dedup"
     description = "NFC, whitespace and control-character normalisation."
 
-    def transform(self, ctx: StageContext, record: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    def judge(self, ctx: StageContext, record: dict[str, Any], metrics: dict[str, Any]) -> Verdict:
         text = normalize_text(record["text"])
         if not text:
-            raise Rejection("empty_after_normalize", {"chars_before": len(record["text"])})
+            return Verdict.drop("empty_after_normalize", {"chars_before": len(record["text"])})
         if text != record["text"]:
-            extra["changed_docs"] = extra.get("changed_docs", 0) + 1
-        return {**record, "text": text}
+            metrics["changed_docs"] = metrics.get("changed_docs", 0) + 1
+        return Verdict.kept({**record, "text": text})
 
 
 STAGE = NormalizeStage()

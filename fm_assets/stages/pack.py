@@ -15,26 +15,26 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from fm_assets.checks import CheckOutcome, StageCheck
-from fm_assets.stage import Stage, StageContext
-from fm_assets.stage_runtime import StageRun, UnitResult, UnitWriter, WorkUnit
-from fm_assets.steps.packing import pack_documents
-from fm_assets.steps.token_records import PACKED_SCHEMA, flat_tokens, token_list_array
+from fm_assets.engine.checks import CheckOutcome, StageCheck
+from fm_assets.engine.records import StageSuccess, UnitMarker
+from fm_assets.engine.stage import Stage, StageContext, UnitContext, UnitResult, WorkUnit
+from fm_assets.transforms.tokens.packing import pack_documents
+from fm_assets.transforms.tokens.schemas import PACKED_SCHEMA, flat_tokens, token_list_array
 
 
-def check_packing_efficiency(store, success: dict[str, Any], stage: Any) -> CheckOutcome:
+def check_packing_efficiency(store, success: StageSuccess, stage: Any) -> CheckOutcome:
     """Efficiency must reach the floor, unless the waste is under one row per unit (tiny partitions)."""
-    efficiency = success["artifacts"]["packing_efficiency"]
-    floor = success["config"]["min_packing_efficiency"]
-    seq_len = success["config"]["seq_len"]
-    wasted = success["extra"].get("capacity", 0) - success["extra"].get("tokens", 0)
-    tail_only = wasted < len(success["units"]) * seq_len
+    efficiency = success.artifacts["packing_efficiency"]
+    floor = success.config["min_packing_efficiency"]
+    seq_len = success.config["seq_len"]
+    wasted = success.extra.get("capacity", 0) - success.extra.get("tokens", 0)
+    tail_only = wasted < len(success.units) * seq_len
     return CheckOutcome(
         efficiency >= floor or tail_only,
         {
             "packing_efficiency": efficiency,
             "floor": floor,
-            "rows": success["extra"].get("rows", 0),
+            "rows": success.extra.get("rows", 0),
             "wasted_tokens": wasted,
             "waste_under_one_row_per_unit": tail_only,
         },
@@ -59,11 +59,10 @@ class PackStage(Stage):
         }
 
     def plan(self, ctx: StageContext) -> list[WorkUnit]:
-        assert ctx.upstream is not None
         units: list[WorkUnit] = []
         group: list[str] = []
         budget = 0
-        for part in ctx.upstream.parts:
+        for part in ctx.upstream_input.parts:
             with ctx.store.open(part) as handle:
                 tokens = int(pa.compute.sum(pq.read_table(handle, columns=["n_tokens"])["n_tokens"]).as_py() or 0)
             # close the unit before it would pass the budget: a unit holds at most the budget or one part
@@ -76,10 +75,11 @@ class PackStage(Stage):
             units.append(WorkUnit(f"g{len(units):05d}", tuple(group)))
         return units
 
-    def process(self, ctx: StageContext, run: StageRun, unit: WorkUnit, writer: UnitWriter) -> UnitResult:
+    def process(self, unit: UnitContext) -> UnitResult:
+        ctx = unit.partition
         capacity = ctx.settings.seq_len
         tables = []
-        for part in unit.inputs:
+        for part in unit.unit.inputs:
             with ctx.store.open(part) as handle:
                 tables.append(pq.read_table(handle, columns=["doc_id", "tokens"]))
         table = pa.concat_tables(tables) if tables else PACKED_SCHEMA.empty_table().select([])
@@ -93,7 +93,7 @@ class PackStage(Stage):
 
         row_ids, row_lens, row_doc_lens, row_doc_ids, chunks = [], [], [], [], []
         for row, pieces in enumerate(bins):
-            row_ids.append(f"{unit.unit_id}:{row}")
+            row_ids.append(f"{unit.unit.unit_id}:{row}")
             row_doc_lens.append([p.length for p in pieces])
             row_doc_ids.append(
                 [doc_ids[p.doc] if p.start == 0 else f"{doc_ids[p.doc]}@{p.start}" for p in pieces]
@@ -112,7 +112,7 @@ class PackStage(Stage):
             },
             schema=PACKED_SCHEMA,
         )
-        writer.write_table(packed)
+        unit.writer.write_table(packed)
         tokens = int(row_offsets[-1])
         return UnitResult(
             records_in=docs,
@@ -120,12 +120,11 @@ class PackStage(Stage):
             extra={"tokens": tokens, "rows": len(bins), "capacity": len(bins) * capacity, "split_docs": sum(1 for n in lengths if n > capacity)},
         )
 
-    def complete(self, ctx: StageContext, run: StageRun, markers: list[dict[str, Any]]) -> dict[str, Any]:
-        tokens = sum(m["extra"]["tokens"] for m in markers)
-        capacity = sum(m["extra"]["capacity"] for m in markers)
-        assert ctx.upstream is not None
+    def complete(self, ctx: StageContext, prepared: Any, output_prefix: str, markers: list[UnitMarker]) -> dict[str, Any]:
+        tokens = sum(m.extra["tokens"] for m in markers)
+        capacity = sum(m.extra["capacity"] for m in markers)
         return {
-            **ctx.upstream.artifacts,
+            **ctx.upstream_input.artifacts,
             "seq_len": ctx.settings.seq_len,
             "packing_efficiency": tokens / capacity if capacity else 1.0,
         }

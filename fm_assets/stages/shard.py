@@ -14,30 +14,30 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from fm_assets.checks import CheckOutcome, StageCheck
-from fm_assets.stage import Stage, StageContext
-from fm_assets.stage_runtime import StageRun, UnitResult, UnitWriter, WorkUnit
-from fm_assets.steps.token_records import SHARD_ROWS_SCHEMA, flat_tokens
+from fm_assets.engine import layout
+from fm_assets.engine.checks import CheckOutcome, StageCheck
+from fm_assets.engine.hashing import sha256_bytes
+from fm_assets.engine.records import StageSuccess, UnitMarker
+from fm_assets.engine.stage import Stage, StageContext, UnitContext, UnitResult
+from fm_assets.transforms.tokens.schemas import SHARD_ROWS_SCHEMA, flat_tokens
 from fm_loader.format import PackedRow, encode_shard
 from fm_loader.manifest import DatasetManifest, ShardEntry
 
 MANIFEST = "manifest.json"
 
 
-def check_shard_integrity(store, success: dict[str, Any], stage: Any) -> CheckOutcome:
+def check_shard_integrity(store, success: StageSuccess, stage: Any) -> CheckOutcome:
     """Every shard listed in the manifest exists with the recorded sha256, and row counts add up."""
-    import hashlib
-
-    manifest = DatasetManifest.from_json(store.read_bytes(success["artifacts"]["manifest"]))
+    manifest = DatasetManifest.from_json(store.read_bytes(success.artifacts["manifest"]))
     bad = []
     for entry in manifest.shards:
-        digest = hashlib.sha256(store.read_bytes(f"{success['prefix']}/{entry.path}")).hexdigest()
+        digest = sha256_bytes(store.read_bytes(layout.in_output(success.prefix, entry.path)))
         if digest != entry.sha256:
             bad.append(entry.path)
-    rows_match = manifest.rows == success["counts"]["records_out"]
+    rows_out = success.counts.records_out
     return CheckOutcome(
-        not bad and rows_match,
-        {"shards": len(manifest.shards), "bad_shards": bad, "manifest_rows": manifest.rows, "rows_out": success["counts"]["records_out"]},
+        not bad and manifest.rows == rows_out,
+        {"shards": len(manifest.shards), "bad_shards": bad, "manifest_rows": manifest.rows, "rows_out": rows_out},
         "shard files match their manifest sha256 and every packed row is in a shard",
     )
 
@@ -53,11 +53,11 @@ class ShardStage(Stage):
     def config(self, ctx: StageContext) -> dict[str, Any]:
         return {"rows_per_shard": ctx.settings.rows_per_shard}
 
-    def process(self, ctx: StageContext, run: StageRun, unit: WorkUnit, writer: UnitWriter) -> UnitResult:
-        assert ctx.upstream is not None
-        seq_len = ctx.upstream.artifacts["seq_len"]
-        vocab_size = ctx.upstream.artifacts["vocab_size"]
-        with ctx.store.open(unit.inputs[0]) as handle:
+    def process(self, unit: UnitContext) -> UnitResult:
+        ctx = unit.partition
+        seq_len = ctx.upstream_input.artifacts["seq_len"]
+        vocab_size = ctx.upstream_input.artifacts["vocab_size"]
+        with ctx.store.open(unit.unit.inputs[0]) as handle:
             table = pq.read_table(handle)
         values, offsets = flat_tokens(table["tokens"])
         row_ids = table["row_id"].to_pylist()
@@ -66,16 +66,16 @@ class ShardStage(Stage):
         per_shard = ctx.settings.rows_per_shard
         shards: list[dict[str, Any]] = []
         for shard_no, first in enumerate(range(0, len(row_ids), per_shard)):
-            name = f"shard-{unit.unit_id}-{shard_no:04d}"
+            name = f"shard-{unit.unit.unit_id}-{shard_no:04d}"
             rows = range(first, min(first + per_shard, len(row_ids)))
             packed = (
                 PackedRow(tokens=values[offsets[r] : offsets[r + 1]], doc_lens=doc_lens[r], doc_ids=doc_ids[r]) for r in rows
             )
             encoded = encode_shard(packed, name, seq_len, vocab_size)
             for file_name, data in sorted(encoded.files.items()):
-                ctx.store.write_bytes(run.rel(file_name), data)
+                ctx.store.write_bytes(unit.output_rel(file_name), data)
             shards.append(asdict(ShardEntry.from_info(encoded.info)))
-            writer.write_table(
+            unit.writer.write_table(
                 pa.table(
                     {
                         "row_id": [row_ids[r] for r in rows],
@@ -92,25 +92,23 @@ class ShardStage(Stage):
             extra={"shards": len(shards), "tokens": int(offsets[-1]) if len(offsets) else 0, "shard_entries": shards},
         )
 
-    def complete(self, ctx: StageContext, run: StageRun, markers: list[dict[str, Any]]) -> dict[str, Any]:
-        from fm_assets.pipeline import pipeline_code_version
-
-        assert ctx.upstream is not None
-        artifacts = ctx.upstream.artifacts
-        entries = [ShardEntry(**entry) for m in markers for entry in m["extra"]["shard_entries"]]
+    def complete(self, ctx: StageContext, prepared: Any, output_prefix: str, markers: list[UnitMarker]) -> dict[str, Any]:
+        artifacts = ctx.upstream_input.artifacts
+        entries = [ShardEntry(**entry) for m in markers for entry in m.extra["shard_entries"]]
         manifest = DatasetManifest(
             name=f"{ctx.settings.dataset_name}/{ctx.batch}",
-            version=run.key,
+            version=layout.key_of(output_prefix),
             seq_len=artifacts["seq_len"],
             vocab_size=artifacts["vocab_size"],
             tokenizer_hash=artifacts["tokenizer_sha256"],
-            code_version=pipeline_code_version(),
+            code_version=ctx.pipeline_version,
             shards=entries,
             extra={"batch": ctx.batch, "packing_efficiency": artifacts.get("packing_efficiency")},
         )
-        ctx.store.write_bytes(run.rel(MANIFEST), manifest.to_json().encode())
+        manifest_rel = layout.in_output(output_prefix, MANIFEST)
+        ctx.store.write_bytes(manifest_rel, manifest.to_json().encode())
         return {
-            "manifest": run.rel(MANIFEST),
+            "manifest": manifest_rel,
             "shards": len(entries),
             "rows": manifest.rows,
             "tokens": manifest.tokens,

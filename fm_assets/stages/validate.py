@@ -6,10 +6,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from fm_assets.stage import Stage, StageContext
-from fm_assets.stage_runtime import StageRun, UnitResult, UnitWriter, WorkUnit
-from fm_assets.steps.records import reject_row
-from fm_assets.steps.validate_ge import validate_records
+from fm_assets.engine.stage import Stage, UnitContext, UnitResult
 
 
 class ValidateStage(Stage):
@@ -18,10 +15,13 @@ class ValidateStage(Stage):
     upstream = "land"
     description = "Schema, encoding, licence and namespace checks (great-expectations); failures quarantined."
 
-    def process(self, ctx: StageContext, run: StageRun, unit: WorkUnit, writer: UnitWriter) -> UnitResult:
+    def process(self, unit: UnitContext) -> UnitResult:
+        # great-expectations is heavy to import: load it where it is used, not with the code location.
+        from fm_assets.transforms.text.validate import validate_records
+
         records_in = 0
-        for part in unit.inputs:
-            for record_batch in run.iter_batches(part, batch_size=8192):
+        for part in unit.unit.inputs:
+            for record_batch in unit.iter_batches(part, batch_size=8192):
                 table = pa.Table.from_batches([record_batch])
                 result = validate_records(table)
                 rows = table.to_pylist()
@@ -29,11 +29,11 @@ class ValidateStage(Stage):
                 for index, record in enumerate(rows):
                     failures = result.row_failures.get(index)
                     if not failures:
-                        writer.write(record)
+                        unit.write(record)
                         continue
                     reason, details = failures[0]
                     all_reasons: dict[str, Any] = {"all_failures": [name for name, _ in failures], **details}
-                    writer.reject(reject_row(record, batch=ctx.batch, stage=self.name, reason=reason, details=all_reasons))
+                    unit.reject(record, reason, all_reasons)
         return UnitResult(records_in=records_in)
 
 

@@ -8,12 +8,12 @@ import json
 
 import pytest
 
-from fm_assets.landing import LandingError, land_batch
-from fm_assets.refs import write_ref
-from fm_assets.stage import StageContext, run_stage
+from fm_assets.engine.landing import LandingError, land_batch
+from fm_assets.engine.refs import write_ref
+from fm_assets.engine.stage import StageContext, run_stage
 from fm_assets.stages.land import STAGE as LAND
 from fm_assets.stages.validate import STAGE as VALIDATE
-from fm_resources.object_store import ObjectStore
+from fm_assets.engine.store import ObjectStore
 from fm_resources.pipeline_config import PipelineConfigResource
 
 GOOD = "The quick brown fox jumps over the lazy dog near the river bank today."

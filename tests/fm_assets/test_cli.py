@@ -9,7 +9,7 @@ import sys
 
 def fm(*args: str, root) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "fm_assets.cli", "--root", str(root), *args], capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "fm_assets.cli.main", "--root", str(root), *args], capture_output=True, text=True, timeout=300
     )
 
 

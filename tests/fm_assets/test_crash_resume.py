@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from fm_assets.landing import land_batch
-from fm_assets.pipeline import STAGE_NAMES
-from fm_assets.refs import read_success
-from fm_resources.object_store import ObjectStore
+from fm_assets.engine.landing import land_batch
+from fm_assets.stages.registry import STAGE_NAMES
+from fm_assets.engine.refs import read_success
+from fm_assets.engine.store import ObjectStore
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
 
 def _fm(env: dict[str, str], *args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "fm_assets.cli", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen([sys.executable, "-m", "fm_assets.cli.main", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
 def _committed_units(root: Path, stage: str) -> int:

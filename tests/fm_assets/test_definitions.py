@@ -8,8 +8,8 @@ import sys
 from itertools import pairwise
 from pathlib import Path
 
-from fm_assets.definitions import build_definitions
-from fm_assets.pipeline import STAGE_NAMES
+from fm_assets.defs.build import build_definitions
+from fm_assets.stages.registry import STAGE_NAMES
 
 REPO = Path(__file__).resolve().parents[2]
 

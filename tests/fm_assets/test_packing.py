@@ -5,7 +5,7 @@ from itertools import pairwise
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fm_assets.steps.packing import best_fit_decreasing, pack_documents, split_documents
+from fm_assets.transforms.tokens.packing import best_fit_decreasing, pack_documents, split_documents
 
 
 @settings(max_examples=200, deadline=None)

@@ -7,15 +7,15 @@ from pathlib import Path
 import pytest
 from dagster import AssetKey, DagsterInstance
 
-from fm_assets.audit import build_audit
-from fm_assets.landing import land_batch
-from fm_assets.pipeline import STAGE_NAMES
-from fm_assets.refs import read_ref, read_success
-from fm_assets.report import build_report, iter_rejects
-from fm_assets.runner import run_batches
+from fm_assets.reports.audit import build_audit
+from fm_assets.engine.landing import land_batch
+from fm_assets.stages.registry import STAGE_NAMES
+from fm_assets.engine.refs import read_ref, read_success
+from fm_assets.reports.report import build_report, iter_rejects
+from fm_assets.cli.runner import run_batches
 from fm_assets.stages.normalize import NormalizeStage
 from fm_loader.manifest import DatasetManifest
-from fm_resources.object_store import ObjectStore
+from fm_assets.engine.store import ObjectStore
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 

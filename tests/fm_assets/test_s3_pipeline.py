@@ -8,10 +8,10 @@ from pathlib import Path
 import boto3
 import pytest
 
-from fm_assets.landing import land_batch
-from fm_assets.pipeline import STAGE_NAMES
-from fm_assets.refs import read_success
-from fm_assets.runner import run_batches
+from fm_assets.engine.landing import land_batch
+from fm_assets.stages.registry import STAGE_NAMES
+from fm_assets.engine.refs import read_success
+from fm_assets.cli.runner import run_batches
 from fm_loader import Loader
 from fm_resources.object_store import ObjectStoreResource
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dagster import build_sensor_context
 
-from fm_assets.landing import land_batch
-from fm_assets.partitions import BATCH_PARTITIONS_NAME
-from fm_assets.runner import dagster_instance
-from fm_assets.sensors import landing_batch_sensor
-from fm_resources.object_store import ObjectStore, ObjectStoreResource
+from fm_assets.engine.landing import land_batch
+from fm_assets.defs.partitions import BATCH_PARTITIONS_NAME
+from fm_assets.cli.runner import dagster_instance
+from fm_assets.defs.sensors import landing_batch_sensor
+from fm_assets.engine.store import ObjectStore
+from fm_resources.object_store import ObjectStoreResource
 
 
 def test_sensor_registers_new_batches_once(fm_env, tmp_path):

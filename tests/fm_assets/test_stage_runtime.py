@@ -5,15 +5,15 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 import pytest
 
-from fm_assets.stage_runtime import (
+from fm_assets.engine.run import (
     NonDeterministicStageError,
     StageContractError,
     StageRun,
     UnitResult,
     WorkUnit,
 )
-from fm_assets.steps.records import make_doc_id, reject_row
-from fm_resources.object_store import ObjectStore
+from fm_assets.engine.schemas import make_doc_id, reject_row
+from fm_assets.engine.store import ObjectStore
 
 UNITS = [WorkUnit(f"u{i}", (f"in-{i}",)) for i in range(4)]
 

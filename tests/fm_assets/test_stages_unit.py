@@ -8,11 +8,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from fm_assets.landing import land_batch
-from fm_assets.pipeline import STAGES
-from fm_assets.refs import read_success, write_ref
-from fm_assets.stage import StageContext, run_stage
-from fm_resources.object_store import ObjectStore
+from fm_assets.engine.landing import land_batch
+from fm_assets.stages.registry import STAGES
+from fm_assets.engine.refs import read_success, write_ref
+from fm_assets.engine.stage import StageContext, run_stage
+from fm_assets.engine.store import ObjectStore
 from fm_resources.pipeline_config import PipelineConfigResource
 from fm_resources.tokenizer_registry import TokenizerRegistryResource
 

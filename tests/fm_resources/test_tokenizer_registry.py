@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fm_resources.object_store import ObjectStore
-from fm_resources.tokenizer_registry import TokenizerError, TokenizerRegistry
+from fm_assets.engine.store import ObjectStore
+from fm_assets.side_inputs.tokenizer import TokenizerError, TokenizerRegistry
 
 TEXTS = ["The platform turns raw text into shards.", "Shards feed trainers.", "Raw text, raw bytes."] * 50
 

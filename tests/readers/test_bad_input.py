@@ -15,7 +15,7 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fm_assets.steps.readers import REJECT_REASONS, RawRecord, RawReject, iter_raw_records
+from fm_assets.transforms.readers import REJECT_REASONS, RawRecord, RawReject, iter_raw_records
 
 CASE_NAMES = [
     "invalid_utf8.jsonl",

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pyarrow as pa
 
-from fm_assets.steps.records import DOC_SCHEMA, docs_table, make_doc_id
-from fm_assets.steps.validate_ge import validate_records
+from fm_assets.engine.schemas import DOC_SCHEMA, docs_table, make_doc_id
+from fm_assets.transforms.text.validate import validate_records
 
 
 def _rows(count: int) -> list[dict]:

@@ -3,7 +3,7 @@
 Base documents are windows of the CPython reference documentation that ships with every Python
 (``pydoc_data.topics``); variants replace words at evenly spread positions until the exact word-5-gram
 Jaccard reaches a target. Ground truth is computed here with plain Python sets, independently of
-``fm_assets.steps.minhash``.
+``fm_assets.transforms.dedup.minhash``.
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ import pytest
 from datasketch import MinHash
 from spark_planted import base_documents, jaccard, make_variant, shingle_set
 
-from fm_assets.steps.lsh_params import optimal_lsh_params
-from fm_assets.steps.minhash import EMPTY_VALUE, MinHasher, band_hashes, estimate_jaccard
+from fm_assets.transforms.dedup.lsh_params import optimal_lsh_params
+from fm_assets.transforms.dedup.minhash import EMPTY_VALUE, MinHasher, band_hashes, estimate_jaccard
 
 
 def _datasketch(text: str) -> MinHash:

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 from spark_planted import base_documents, jaccard, planted_corpus
 
-from fm_assets.steps.near_dup_spark import NearDedupConfig, run_near_dedup
+from fm_assets.transforms.dedup.near_dup.job import NearDedupConfig, run_near_dedup
 
 pytestmark = pytest.mark.spark
 THRESHOLD = 0.8

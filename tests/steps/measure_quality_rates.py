@@ -12,11 +12,11 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from fm_assets.steps.decontam import load_default_eval_index
-from fm_assets.steps.langid import detect_language
-from fm_assets.steps.normalize_text import normalize_text
-from fm_assets.steps.pii import find_pii
-from fm_assets.steps.quality import QualityConfig, evaluate_quality
+from fm_assets.transforms.text.decontam import load_default_eval_index
+from fm_assets.transforms.text.langid import detect_language
+from fm_assets.transforms.text.normalize import normalize_text
+from fm_assets.transforms.text.pii import find_pii
+from fm_assets.transforms.text.quality import QualityConfig, evaluate_quality
 
 
 def main(root: Path) -> dict:

@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 
-from fm_assets.steps.decontam import ContaminationIndex, load_default_eval_index, load_eval_texts
+from fm_assets.transforms.text.decontam import ContaminationIndex, load_default_eval_index, load_eval_texts
 
 EVAL = [item["text"] for item in load_eval_texts()]
 FIXTURE = Path(__file__).parent / "data" / "gnome_help_multilingual.jsonl"

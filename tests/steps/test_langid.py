@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fm_assets.steps.langid import detect_language, detect_languages
+from fm_assets.transforms.text.langid import detect_language, detect_languages
 
 FIXTURE = Path(__file__).parent / "data" / "gnome_help_multilingual.jsonl"
 DOCS = [json.loads(line) for line in FIXTURE.read_text(encoding="utf-8").splitlines()]
@@ -66,7 +66,7 @@ def test_runs_with_network_disabled(tmp_path):
         socket.socket.connect = refuse
         socket.create_connection = refuse
         socket.getaddrinfo = refuse
-        from fm_assets.steps.langid import detect_language
+        from fm_assets.transforms.text.langid import detect_language
         print(detect_language("Dies ist ein deutscher Satz über die Sicherung von Daten.")[0])
         """
     )

@@ -5,7 +5,7 @@ import unicodedata
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fm_assets.steps.normalize_text import normalize_text
+from fm_assets.transforms.text.normalize import normalize_text
 
 
 def test_nfc_composes_decomposed_accents():

@@ -2,8 +2,8 @@
 
 import pytest
 
-from fm_assets.steps.decontam import load_eval_texts
-from fm_assets.steps.pii import find_pii, iban_valid, luhn_valid
+from fm_assets.transforms.text.decontam import load_eval_texts
+from fm_assets.transforms.text.pii import find_pii, iban_valid, luhn_valid
 
 
 @pytest.mark.parametrize(

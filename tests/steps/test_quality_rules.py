@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from fm_assets.steps.decontam import load_eval_texts
-from fm_assets.steps.quality import QualityConfig, evaluate_quality
+from fm_assets.transforms.text.decontam import load_eval_texts
+from fm_assets.transforms.text.quality import QualityConfig, evaluate_quality
 
 FIXTURE = Path(__file__).parent / "data" / "gnome_help_multilingual.jsonl"
 DOCS = [json.loads(line) for line in FIXTURE.read_text(encoding="utf-8").splitlines()]

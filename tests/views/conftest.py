@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from fm_assets.landing import land_batch
-from fm_assets.refs import batches_with_ref, read_success
-from fm_assets.runner import RUN_CONFIG, dagster_instance, run_batches
-from fm_assets.views import CURATED_TABLE, recorded_versions
+from fm_assets.engine.landing import land_batch
+from fm_assets.engine.refs import batches_with_ref, read_success
+from fm_assets.cli.runner import RUN_CONFIG, dagster_instance, run_batches
+from fm_assets.datasets.views import CURATED_TABLE, recorded_versions
 from fm_resources.iceberg import IcebergCatalogResource
 from fm_resources.lance import LanceResource
-from fm_resources.object_store import ObjectStore
+from fm_assets.engine.store import ObjectStore
 
 PACKAGES = ("gnome-user-docs", "debian-handbook")  # the smaller one first: it is processed twice
 
@@ -87,7 +87,7 @@ def _land_earlier_copy(store: ObjectStore, sample: dict[str, Any], package: str,
 
 @pytest.fixture(scope="session")  # shared by the view and notebook tests; env restored on return
 def views_run(tmp_path_factory, real_sample, tokenizer_file) -> ViewsRun:
-    from fm_assets.definitions import build_definitions
+    from fm_assets.defs.build import build_definitions
 
     missing = [p for p in PACKAGES if p not in real_sample["packages"]]
     if missing:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from fm_assets.refs import batches_with_ref, read_success
+from fm_assets.engine.refs import batches_with_ref, read_success
 
 pytestmark = [pytest.mark.slow]
 

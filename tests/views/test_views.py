@@ -8,8 +8,8 @@ import pytest
 from dagster import AssetCheckKey, AssetKey, DagsterInstance
 from pyiceberg.expressions import EqualTo
 
-from fm_assets.refs import read_ref, read_success
-from fm_assets.views import CURATED_TABLE
+from fm_assets.engine.refs import read_ref, read_success
+from fm_assets.datasets.views import CURATED_TABLE
 from fm_resources.iceberg import IcebergCatalogResource
 from fm_resources.lance import LanceResource
 

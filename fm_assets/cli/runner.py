@@ -1,0 +1,101 @@
+"""Runs the preprocessing job for landing batches through Dagster in-process (same job as UI and sensor)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dagster import DagsterInstance
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from fm_assets.defs.partitions import BATCH_PARTITIONS_NAME
+from fm_assets.engine import progress
+from fm_assets.engine.landing import list_complete_batches
+from fm_assets.settings import Settings
+
+DAGSTER_YAML = "telemetry:\n  enabled: false\n"
+
+
+def dagster_instance(settings: Settings) -> DagsterInstance:
+    """The persistent instance in ``settings.instance_home`` (``$DAGSTER_HOME`` or ``<root>/dagster_home``),
+    shared with ``dagster dev`` and the daemon."""
+    home = settings.instance_home
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / "dagster.yaml"
+    if not config.exists():
+        config.write_text(DAGSTER_YAML)
+    return DagsterInstance.from_config(str(home))
+
+
+def run_config(settings: Settings) -> dict[str, Any]:
+    # Dagster's per-event console log drowns the progress bar; the event log in the instance keeps everything.
+    return {"loggers": {"console": {"config": {"log_level": settings.dagster_log_level}}}}
+
+
+class UnknownBatchError(ValueError):
+    pass
+
+
+def _failure_message(result: Any) -> str:
+    for event in result.all_events:
+        if event.is_failure and event.event_specific_data is not None:
+            error = getattr(event.event_specific_data, "error", None)
+            while error is not None and error.cause is not None:  # the root cause, not Dagster's wrapper
+                error = error.cause
+            if error is not None:
+                return f"{event.step_key}: {error.message.strip()}"
+    return "run failed (see the Dagster event log)"
+
+
+def run_batches(
+    settings: Settings, batches: list[str] | None = None, *, release: bool = True, console: Console | None = None
+) -> dict[str, str]:
+    """Materialize every stage for ``batches`` (default: all complete ones); returns {batch: error} for failures."""
+    from fm_assets.defs.build import build_definitions
+    from fm_assets.stages.names import STAGE_NAMES
+
+    console = console or Console(stderr=True)
+    instance = dagster_instance(settings)
+    defs = build_definitions(settings)
+    store = defs.resources["store"].store()
+    landed = list_complete_batches(store)
+    wanted = batches or landed
+    unknown = [b for b in wanted if b not in landed]
+    if unknown:
+        raise UnknownBatchError(f"not complete landing batches: {unknown}; see `ls {store.uri('landing')}`")
+    known = set(instance.get_dynamic_partitions(BATCH_PARTITIONS_NAME))
+    new = [b for b in wanted if b not in known]
+    if new:
+        instance.add_dynamic_partitions(BATCH_PARTITIONS_NAME, new)
+
+    job = defs.resolve_job_def("preprocess")
+    failures: dict[str, str] = {}
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+    ) as bar:
+        task = bar.add_task("stages", total=len(wanted) * len(STAGE_NAMES))
+
+        def on_event(event: str, stage: str, batch: str, info: dict[str, Any]) -> None:
+            if event == "start":
+                bar.update(task, description=f"{batch[-30:]} · {stage}")
+            else:
+                bar.advance(task)
+
+        progress.add_listener(on_event)
+        try:
+            for batch in wanted:
+                result = job.execute_in_process(
+                    partition_key=batch, instance=instance, raise_on_error=False, run_config=run_config(settings)
+                )
+                if not result.success:
+                    failures[batch] = _failure_message(result)
+            if release and not failures:
+                bar.update(task, description="dataset release")
+                result = defs.resolve_job_def("release").execute_in_process(
+                    instance=instance, raise_on_error=False, run_config=run_config(settings)
+                )
+                if not result.success:
+                    failures["<release>"] = _failure_message(result)
+        finally:
+            progress.remove_listener(on_event)
+    return failures

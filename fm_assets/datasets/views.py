@@ -1,0 +1,263 @@
+"""Analytical views over every batch: the Iceberg table of curated documents and the Lance documents view.
+
+``curated_documents`` keeps ``fm.curated_documents`` (identity-partitioned by batch) in step with the
+``decontaminate`` refs: a batch whose data version changed has its files replaced, a batch whose version
+is already recorded (table property ``fm.batch-version.<batch>``) is skipped, and every materialization
+that changes data commits exactly one Iceberg snapshot. Part files are streamed in bounded chunks.
+
+``documents_lance`` rewrites a per-document Lance dataset (stats from ``decontaminate`` joined with
+``n_tokens`` from ``tokenize``) as a new Lance version when its inputs changed; the inputs' hash sits in
+the Lance schema metadata so an unchanged re-materialization writes nothing.
+"""
+
+
+import itertools
+import logging
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyiceberg.catalog import Catalog
+from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.expressions import EqualTo
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.table import Table
+from pyiceberg.transforms import IdentityTransform
+from pyiceberg.types import FloatType, LongType, NestedField, StringType
+
+from fm_assets.engine.hashing import stable_hash
+from fm_assets.engine.refs import batches_with_ref, read_ref, read_success
+from fm_assets.engine.store import ObjectStore
+
+log = logging.getLogger(__name__)
+
+CURATED_TABLE = "fm.curated_documents"
+VERSION_PROPERTY = "fm.batch-version."  # + batch -> the decontaminate data version the table holds
+SOURCE_STAGE = "decontaminate"  # the last document-level stage: what reaches tokenize and the shards
+TOKENS_STAGE = "tokenize"
+CHUNK_BYTES = 64 << 20  # Arrow bytes buffered before an Iceberg data file is written
+READ_ROWS = 2048  # rows per Parquet read batch
+SUMMARY_BATCHES = 100  # batch ids named in a snapshot summary (a backfill may change thousands)
+
+CURATED_SCHEMA = Schema(
+    NestedField(1, "doc_id", StringType(), required=True),
+    NestedField(2, "batch", StringType(), required=True),
+    NestedField(3, "source", StringType(), required=True),
+    NestedField(4, "license", StringType(), required=True),
+    NestedField(5, "namespace", StringType(), required=True),
+    NestedField(6, "cas_hash", StringType(), required=True),
+    NestedField(7, "record_index", LongType(), required=True),
+    NestedField(8, "url", StringType(), required=False),
+    NestedField(9, "lang", StringType(), required=False),
+    NestedField(10, "lang_score", FloatType(), required=False),
+    NestedField(11, "quality_score", FloatType(), required=False),
+    NestedField(12, "pii_flags", StringType(), required=False),
+    NestedField(13, "text", StringType(), required=True),
+    NestedField(14, "n_chars", LongType(), required=True),
+)
+CURATED_PARTITIONING = PartitionSpec(PartitionField(source_id=2, field_id=1000, transform=IdentityTransform(), name="batch"))
+
+LANCE_SCHEMA = pa.schema(
+    [
+        pa.field("doc_id", pa.string(), nullable=False),
+        pa.field("batch", pa.string(), nullable=False),
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("license", pa.string(), nullable=False),
+        pa.field("lang", pa.string()),
+        pa.field("quality_score", pa.float32()),
+        pa.field("n_chars", pa.int64(), nullable=False),
+        pa.field("n_tokens", pa.int64()),  # null when the document has not been tokenized (yet)
+        pa.field("pii_flags", pa.string()),
+    ]
+)
+LANCE_INPUTS_KEY = b"fm.inputs_version"
+
+
+# -- Iceberg ------------------------------------------------------------------------------------
+
+
+@dataclass
+class CuratedSync:
+    """What one sync of ``fm.curated_documents`` did."""
+
+    snapshot_id: int | None
+    rows: int
+    versions: dict[str, str]  # batch -> decontaminate data version now in the table
+    changed: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    rows_written: int = 0
+
+    @property
+    def data_version(self) -> str:
+        return stable_hash(sorted(self.versions.items()))
+
+
+def curated_table(catalog: Catalog) -> Table:
+    """``fm.curated_documents``, created on first use."""
+    try:
+        return catalog.load_table(CURATED_TABLE)
+    except NoSuchTableError:
+        log.info("creating Iceberg table %s", CURATED_TABLE)
+        return catalog.create_table_if_not_exists(
+            CURATED_TABLE, schema=CURATED_SCHEMA, partition_spec=CURATED_PARTITIONING
+        )
+
+
+def recorded_versions(table: Table) -> dict[str, str]:
+    return {
+        key.removeprefix(VERSION_PROPERTY): value
+        for key, value in table.properties.items()
+        if key.startswith(VERSION_PROPERTY)
+    }
+
+
+def stage_versions(store: ObjectStore, stage: str) -> dict[str, str]:
+    """batch -> current data version of ``stage`` for every batch that has output."""
+    versions = {}
+    for batch in batches_with_ref(store, stage):
+        ref = read_ref(store, stage, batch)
+        if ref is not None:
+            versions[batch] = ref.data_version
+    return versions
+
+
+def iter_part_batches(store: ObjectStore, stage: str, batch: str, columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
+    """The record batches of ``stage``'s current output for ``batch``, one Parquet read batch at a time."""
+    for part in read_success(store, stage, batch).parts:
+        with store.open(part) as handle:
+            yield from pq.ParquetFile(handle).iter_batches(batch_size=READ_ROWS, columns=columns)
+
+
+def curated_chunks(store: ObjectStore, batch: str, schema: pa.Schema, chunk_bytes: int = CHUNK_BYTES) -> Iterator[pa.Table]:
+    """``batch``'s decontaminated documents as curated-table chunks of at most about ``chunk_bytes``."""
+    pending: list[pa.RecordBatch] = []
+    pending_bytes = 0
+    for record_batch in iter_part_batches(store, SOURCE_STAGE, batch):
+        with_chars = record_batch.append_column("n_chars", pc.utf8_length(record_batch.column("text")).cast(pa.int64()))
+        pending.append(with_chars.select(schema.names))
+        pending_bytes += with_chars.nbytes
+        if pending_bytes >= chunk_bytes:
+            yield pa.Table.from_batches(pending).cast(schema)
+            pending, pending_bytes = [], 0
+    if pending:
+        yield pa.Table.from_batches(pending).cast(schema)
+
+
+def sync_curated_documents(store: ObjectStore, catalog: Catalog, chunk_bytes: int = CHUNK_BYTES) -> CuratedSync:
+    """Bring ``fm.curated_documents`` in line with every batch's current decontaminate output (one snapshot)."""
+    # _dataframe_to_data_files writes Parquet data files for a partitioned table from an Arrow table; the public
+    # append() would make one snapshot per chunk, and streaming append() does not support partitioned tables yet.
+    from pyiceberg.io.pyarrow import _dataframe_to_data_files
+
+    table = curated_table(catalog)
+    wanted = stage_versions(store, SOURCE_STAGE)
+    recorded = recorded_versions(table)
+    changed = [batch for batch, version in sorted(wanted.items()) if recorded.get(batch) != version]
+    removed = sorted(set(recorded) - set(wanted))
+    sync = CuratedSync(None, 0, wanted, changed, removed)
+    if changed or removed:
+        stale = [
+            task.file
+            for batch in [*changed, *removed]
+            for task in table.scan(row_filter=EqualTo("batch", batch)).plan_files()
+        ]
+        commit_uuid = uuid.uuid4()
+        counter = itertools.count(0)
+        arrow_schema = CURATED_SCHEMA.as_arrow()
+        added = []
+        for batch in changed:
+            for chunk in curated_chunks(store, batch, arrow_schema, chunk_bytes):
+                added.extend(
+                    _dataframe_to_data_files(table.metadata, chunk, table.io, write_uuid=commit_uuid, counter=counter)
+                )
+                sync.rows_written += chunk.num_rows
+        with table.transaction() as tx:
+            if stale or added:
+                summary = {
+                    "fm.batches-changed": ",".join(changed[:SUMMARY_BATCHES]),
+                    "fm.batches-changed-count": str(len(changed)),
+                    "fm.batches-removed": ",".join(removed[:SUMMARY_BATCHES]),
+                }
+                with tx.update_snapshot(snapshot_properties=summary).overwrite(commit_uuid=commit_uuid) as overwrite:
+                    for data_file in stale:
+                        overwrite.delete_data_file(data_file)
+                    for data_file in added:
+                        overwrite.append_data_file(data_file)
+            tx.set_properties({f"{VERSION_PROPERTY}{batch}": wanted[batch] for batch in changed})
+            if removed:
+                tx.remove_properties(*(f"{VERSION_PROPERTY}{batch}" for batch in removed))
+        table = catalog.load_table(CURATED_TABLE)
+        log.info(
+            "%s: %d batches replaced, %d removed, %d rows written", CURATED_TABLE, len(changed), len(removed), sync.rows_written
+        )
+    snapshot = table.current_snapshot()
+    sync.snapshot_id = snapshot.snapshot_id if snapshot else None
+    sync.rows = int(snapshot.summary["total-records"]) if snapshot and snapshot.summary else 0
+    return sync
+
+
+def expected_curated_rows(store: ObjectStore) -> int:
+    """Documents the decontaminate stage kept, summed over batches (what the table must hold)."""
+    return sum(read_success(store, SOURCE_STAGE, batch).counts.records_out for batch in batches_with_ref(store, SOURCE_STAGE))
+
+
+# -- Lance --------------------------------------------------------------------------------------
+
+
+def _tokens_by_doc(store: ObjectStore, batch: str) -> pa.Table:
+    """(doc_id, n_tokens) of ``batch``'s tokenized documents; empty when tokenize has not run."""
+    if read_ref(store, TOKENS_STAGE, batch) is None:
+        return pa.table({"doc_id": pa.array([], pa.string()), "n_tokens": pa.array([], pa.int64())})
+    parts = [pa.Table.from_batches([b]) for b in iter_part_batches(store, TOKENS_STAGE, batch, ["doc_id", "n_tokens"])]
+    if not parts:
+        return pa.table({"doc_id": pa.array([], pa.string()), "n_tokens": pa.array([], pa.int64())})
+    tokens = pa.concat_tables(parts)
+    return tokens.set_column(1, "n_tokens", tokens.column("n_tokens").cast(pa.int64()))
+
+
+def iter_document_rows(store: ObjectStore, batches: list[str]) -> Iterator[pa.RecordBatch]:
+    """Per-document stats for ``batches``, joined with token counts, as LANCE_SCHEMA record batches."""
+    columns = ["doc_id", "batch", "source", "license", "lang", "quality_score", "pii_flags", "text"]
+    for batch in batches:
+        tokens = _tokens_by_doc(store, batch)  # two narrow columns: O(documents in one batch)
+        for record_batch in iter_part_batches(store, SOURCE_STAGE, batch, columns):
+            docs = pa.Table.from_batches([record_batch])
+            docs = docs.append_column("n_chars", pc.utf8_length(docs.column("text")).cast(pa.int64())).drop_columns("text")
+            joined = docs.join(tokens, keys="doc_id", join_type="left outer")
+            yield from joined.select(LANCE_SCHEMA.names).cast(LANCE_SCHEMA).to_batches()
+
+
+def lance_inputs_version(store: ObjectStore) -> tuple[list[str], str]:
+    docs = stage_versions(store, SOURCE_STAGE)
+    tokens = stage_versions(store, TOKENS_STAGE)
+    batches = sorted(docs)
+    return batches, stable_hash([(batch, docs[batch], tokens.get(batch)) for batch in batches])
+
+
+def write_documents_lance(store: ObjectStore, uri: str, storage_options: dict[str, str] | None = None) -> dict[str, Any]:
+    """Overwrite the Lance documents dataset at ``uri`` (a new Lance version) unless its inputs are unchanged."""
+    import lance  # imported here: lance warns when a process that imported it forks (Spark, executors)
+
+    batches, inputs_version = lance_inputs_version(store)
+    try:
+        existing = lance.dataset(uri, storage_options=storage_options)
+    except (ValueError, FileNotFoundError, OSError):
+        existing = None
+    if existing is not None and (existing.schema.metadata or {}).get(LANCE_INPUTS_KEY) == inputs_version.encode():
+        log.info("Lance %s is current (inputs %s): nothing written", uri, inputs_version)
+        return {"version": existing.version, "rows": existing.count_rows(), "written": False, "inputs_version": inputs_version}
+    schema = LANCE_SCHEMA.with_metadata({LANCE_INPUTS_KEY: inputs_version.encode()})
+    reader = pa.RecordBatchReader.from_batches(
+        schema, (b.replace_schema_metadata(schema.metadata) for b in iter_document_rows(store, batches))
+    )
+    dataset = lance.write_dataset(reader, uri, schema=schema, mode="overwrite", storage_options=storage_options)
+    log.info("Lance %s: version %d, %d rows", uri, dataset.version, dataset.count_rows())
+    return {"version": dataset.version, "rows": dataset.count_rows(), "written": True, "inputs_version": inputs_version}
+
+
+# -- Dagster assets -----------------------------------------------------------------------------

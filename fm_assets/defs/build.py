@@ -1,0 +1,41 @@
+"""Builds the Dagster Definitions from one ``Settings``: stage, side-input, release and view assets, jobs,
+the landing sensor and the resources of the settings' profile."""
+
+from __future__ import annotations
+
+from dagster import Definitions
+
+from fm_assets.defs.jobs import preprocess_job, release_job
+from fm_assets.defs.release import dataset_release
+from fm_assets.defs.resources import build_resources
+from fm_assets.defs.sensors import landing_batch_sensor
+from fm_assets.defs.side_inputs import SIDE_INPUT_ASSETS
+from fm_assets.defs.stage_assets import build_stage_asset
+from fm_assets.defs.views import VIEW_ASSETS
+from fm_assets.settings import Settings, load_settings
+from fm_assets.stages.registry import STAGES, check_chain, pipeline_code_version
+
+check_chain()
+STAGE_ASSETS = [build_stage_asset(stage, pipeline_code_version()) for stage in STAGES]
+
+
+def build_definitions(settings: Settings | None = None) -> Definitions:
+    """Definitions bound to the resources of ``settings`` (default: read from the environment now).
+
+    ``prod`` runs each step as a Kubernetes job (dagster-k8s) and is validated here, at load time;
+    ``local`` keeps Dagster's default executor.
+    """
+    settings = settings or load_settings()
+    settings.validate_for_profile()
+    executor = None
+    if settings.profile == "prod":
+        from dagster_k8s import k8s_job_executor
+
+        executor = k8s_job_executor
+    return Definitions(
+        executor=executor,
+        assets=[*STAGE_ASSETS, *SIDE_INPUT_ASSETS, dataset_release, *VIEW_ASSETS],
+        jobs=[preprocess_job, release_job],
+        sensors=[landing_batch_sensor],
+        resources=build_resources(settings),
+    )

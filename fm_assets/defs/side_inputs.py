@@ -1,0 +1,71 @@
+"""Side inputs as assets, so the UI shows why a stage is stale: the tokenizer (trained or registered once,
+pinned by sha256) and the blocklists and eval registry (observable sources: their version is their content)."""
+
+
+from dagster import (
+    AssetExecutionContext,
+    DataVersion,
+    MaterializeResult,
+    MetadataValue,
+    ObserveResult,
+    asset,
+    observable_source_asset,
+)
+
+from fm_assets.side_inputs.tokenizer import TRAINING_STAGE, ensure_pinned
+from fm_resources.object_store import ObjectStoreResource
+from fm_resources.side_inputs import BlocklistsResource, EvalRegistryResource
+from fm_resources.tokenizer_registry import TokenizerRegistryResource
+
+
+@asset(
+    group_name="side_inputs",
+    deps=[TRAINING_STAGE],
+    code_version="tokenizer-v1",
+    kinds={"python"},
+    pool="tokenizer",
+    description="The pinned tokenizer: FM_TOKENIZER_FILE registered, else a byte-level BPE trained once on "
+    "the curated text. Its sha256 is an input of tokenize's key.",
+)
+def tokenizer(
+    context: AssetExecutionContext, store: ObjectStoreResource, tokenizers: TokenizerRegistryResource
+) -> MaterializeResult:
+    pinned, action = ensure_pinned(store.store(), tokenizers.spec())
+    context.log.info(f"tokenizer {pinned.sha256[:12]}: {action}")
+    return MaterializeResult(
+        data_version=DataVersion(pinned.sha256),
+        metadata={
+            "sha256": pinned.sha256,
+            "vocab_size": pinned.vocab_size,
+            "eos_id": pinned.eos_id if pinned.eos_id is not None else MetadataValue.text("none"),
+            "action": action,
+        },
+    )
+
+
+@observable_source_asset(group_name="side_inputs", description="Blocklists (FM_BLOCKLIST_FILE); version = content.")
+def blocklists(blocklists: BlocklistsResource) -> ObserveResult:
+    lists = blocklists.load()
+    return ObserveResult(
+        data_version=DataVersion(lists.fingerprint()),
+        metadata={
+            "file": blocklists.path or "none",
+            "url_domains": len(lists.url_domains),
+            "doc_hashes": len(lists.doc_hashes),
+            "revoked": len(lists.revoked),
+        },
+    )
+
+
+@observable_source_asset(
+    group_name="side_inputs", description="Eval passages decontaminate guards against; version = n-gram index."
+)
+def eval_registry(eval_registry: EvalRegistryResource) -> ObserveResult:
+    index = eval_registry.index()
+    return ObserveResult(
+        data_version=DataVersion(index.fingerprint()),
+        metadata={"source": eval_registry.describe(), "ngrams": len(index), "n": index.n},
+    )
+
+
+SIDE_INPUT_ASSETS = [tokenizer, blocklists, eval_registry]

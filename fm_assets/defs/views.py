@@ -1,0 +1,78 @@
+"""The view assets: the Iceberg table of curated documents and the Lance documents view."""
+
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSpec,
+    AssetExecutionContext,
+    DataVersion,
+    MaterializeResult,
+    MetadataValue,
+    asset,
+)
+
+from fm_assets.datasets.views import (
+    CURATED_TABLE,
+    SOURCE_STAGE,
+    TOKENS_STAGE,
+    expected_curated_rows,
+    sync_curated_documents,
+    write_documents_lance,
+)
+
+
+@asset(
+    group_name="release",
+    deps=[SOURCE_STAGE],
+    required_resource_keys={"store", "iceberg"},
+    code_version="curated-v1",
+    check_specs=[AssetCheckSpec("rows_match_decontaminate", asset="curated_documents")],
+    description="Iceberg table fm.curated_documents: every batch's decontaminated documents, partitioned by batch.",
+)
+def curated_documents(context: AssetExecutionContext) -> MaterializeResult:
+    store = context.resources.store.store()
+    sync = sync_curated_documents(store, context.resources.iceberg.catalog())
+    expected = expected_curated_rows(store)
+    return MaterializeResult(
+        data_version=DataVersion(sync.data_version),
+        metadata={
+            "table": CURATED_TABLE,
+            "snapshot_id": MetadataValue.int(sync.snapshot_id) if sync.snapshot_id is not None else "none",
+            "rows": sync.rows,
+            "batches": len(sync.versions),
+            "batches_replaced": len(sync.changed),
+            "batches_removed": len(sync.removed),
+            "rows_written": sync.rows_written,
+        },
+        check_results=[
+            AssetCheckResult(
+                check_name="rows_match_decontaminate",
+                passed=sync.rows == expected,
+                metadata={"table_rows": sync.rows, "decontaminate_records_out": expected},
+            )
+        ],
+    )
+
+
+@asset(
+    group_name="release",
+    deps=[SOURCE_STAGE, TOKENS_STAGE],
+    required_resource_keys={"store", "lance"},
+    code_version="documents-lance-v1",
+    description="Lance dataset of per-document stats (source, licence, language, quality, chars, tokens, PII flags).",
+)
+def documents_lance(context: AssetExecutionContext) -> MaterializeResult:
+    store = context.resources.store.store()
+    lance_resource = context.resources.lance
+    result = write_documents_lance(store, lance_resource.documents(), lance_resource.storage_options() or None)
+    return MaterializeResult(
+        data_version=DataVersion(result["inputs_version"]),
+        metadata={
+            "uri": MetadataValue.path(lance_resource.documents()),
+            "lance_version": result["version"],
+            "rows": result["rows"],
+            "written": result["written"],
+        },
+    )
+
+
+VIEW_ASSETS = [curated_documents, documents_lance]

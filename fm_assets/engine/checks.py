@@ -1,0 +1,109 @@
+"""Asset checks shared by every stage (accounting, schema), the type of stage-specific ones, and their
+stored outcomes.
+
+A check is a plain function of the stage's committed output, so the same checks run inside the Dagster
+asset (as ``AssetCheckResult``s) and from the audit report. Outputs are immutable, so outcomes are stored
+next to them (``_checks.json``) and a cache hit re-reports them instead of re-reading every file.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from fm_assets.engine import layout
+from fm_assets.engine.hashing import sha256_bytes
+from fm_assets.engine.records import StageSuccess
+from fm_assets.engine.refs import read_success
+from fm_assets.engine.store import ObjectStore
+
+
+@dataclass
+class CheckOutcome:
+    passed: bool
+    metadata: dict[str, Any] = field(default_factory=dict)
+    description: str = ""
+
+
+CheckFn = Callable[[ObjectStore, StageSuccess, Any], CheckOutcome]  # (store, success, stage) -> outcome
+
+
+@dataclass(frozen=True)
+class StageCheck:
+    name: str
+    description: str
+    fn: CheckFn
+    blocking: bool = True
+    warn_only: bool = False  # a failure is a WARN, not an ERROR
+
+
+def schema_fingerprint(schema: pa.Schema) -> str:
+    # Parquet renames list children ("item" -> "element") on the way to disk; the child name carries no meaning.
+    text = ",".join(f"{f.name}:{re.sub(r'<(item|element): ', '<', str(f.type))}" for f in schema)
+    return sha256_bytes(text.encode())[:16]
+
+
+def check_accounting(store: ObjectStore, success: StageSuccess, stage: Any) -> CheckOutcome:
+    counts = success.counts
+    rejects_kept = 0
+    for rel in success.rejects:
+        with store.open(rel) as handle:
+            rejects_kept += pq.ParquetFile(handle).metadata.num_rows
+    meta: dict[str, Any] = {**counts.to_json(), "rejects_kept": rejects_kept}
+    continuous = True
+    if stage.upstream is not None:
+        upstream = read_success(store, stage.upstream, success.batch)
+        meta["upstream_rows_written"] = upstream.counts.rows_written
+        continuous = counts.records_in == upstream.counts.rows_written
+    passed = counts.balanced and rejects_kept == counts.records_rejected and continuous
+    return CheckOutcome(
+        passed, meta, "records_in == records_out + records_rejected; every reject kept; nothing lost between stages"
+    )
+
+
+def check_schema(store: ObjectStore, success: StageSuccess, stage: Any) -> CheckOutcome:
+    expected = schema_fingerprint(stage.output_schema)
+    wrong = []
+    for rel in success.parts:
+        with store.open(rel) as handle:
+            found = schema_fingerprint(pq.ParquetFile(handle).schema_arrow)
+        if found != expected:
+            wrong.append(rel)
+    return CheckOutcome(
+        not wrong, {"expected_fingerprint": expected, "mismatched_parts": len(wrong)}, "output schema fingerprint"
+    )
+
+
+COMMON_CHECKS = (
+    StageCheck("accounting", "records_in == records_out + records_rejected, rejects kept, continuity", check_accounting),
+    StageCheck("schema_fingerprint", "every output part has the stage's declared schema", check_schema),
+)
+
+
+def stage_checks(stage: Any) -> tuple[StageCheck, ...]:
+    return (*COMMON_CHECKS, *stage.checks)
+
+
+def read_check_outcomes(store: ObjectStore, prefix: str) -> dict[str, CheckOutcome]:
+    rel = layout.check_outcomes(prefix)
+    stored = store.read_json(rel) if store.exists(rel) else {}
+    return {name: CheckOutcome(**outcome) for name, outcome in stored.items()}
+
+
+def evaluate_checks(stage: Any, store: ObjectStore, success: StageSuccess) -> dict[str, CheckOutcome]:
+    """Every check's outcome for an output folder; only checks not stored yet are evaluated (then stored)."""
+    stored = read_check_outcomes(store, success.prefix)
+    outcomes = {
+        check.name: stored[check.name] if check.name in stored else check.fn(store, success, stage)
+        for check in stage_checks(stage)
+    }
+    if set(outcomes) - set(stored):
+        store.write_json(
+            layout.check_outcomes(success.prefix), {name: asdict(outcome) for name, outcome in outcomes.items()}
+        )
+    return outcomes

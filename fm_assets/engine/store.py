@@ -1,0 +1,160 @@
+"""Object store: one code path for a local folder and for S3 (or any fsspec URI).
+
+Every path a stage uses is relative to the store root (``FM_ROOT``). Writes are atomic: a local
+write goes to a temporary name and is renamed; an S3 PUT is atomic per object. Commit markers are
+written last so a reader never sees half a unit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import fsspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from fm_assets.engine.hashing import sha256_file
+
+__all__ = ["ObjectStore", "iter_parquet_batches", "sha256_file"]
+
+
+class ObjectStore:
+    """Relative-path file operations on top of an fsspec filesystem rooted at ``root``."""
+
+    def __init__(self, root: str, storage_options: dict[str, Any] | None = None) -> None:
+        self.storage_options = dict(storage_options or {})
+        protocol = root.split("://", 1)[0] if "://" in root else "file"
+        self.is_local = protocol in ("file", "local")
+        if self.is_local:
+            root = str(Path(root.removeprefix("file://")).expanduser().resolve())
+        self.root = root.rstrip("/")
+        self.fs = fsspec.filesystem(protocol, **self.storage_options)
+
+    # -- naming ---------------------------------------------------------------------------------
+    def uri(self, rel: str) -> str:
+        return f"{self.root}/{rel.lstrip('/')}" if rel else self.root
+
+    def local_path(self, rel: str) -> Path:
+        """The local filesystem path of ``rel``; only valid for a local store."""
+        if not self.is_local:
+            raise ValueError(f"store {self.root} is not local; use open()/get_file() instead")
+        return Path(self.uri(rel))
+
+    # -- reads ----------------------------------------------------------------------------------
+    def exists(self, rel: str) -> bool:
+        return self.fs.exists(self.uri(rel))
+
+    def open(self, rel: str, mode: str = "rb") -> IO[Any]:
+        if "w" in mode or "a" in mode:
+            raise ValueError("use write_bytes/write_file for writes (they are atomic)")
+        return self.fs.open(self.uri(rel), mode)
+
+    def read_bytes(self, rel: str) -> bytes:
+        with self.open(rel) as handle:
+            return handle.read()
+
+    def read_json(self, rel: str) -> Any:
+        return json.loads(self.read_bytes(rel))
+
+    def list(self, prefix: str) -> list[str]:
+        """Relative paths of the files directly under ``prefix`` (sorted; empty if missing)."""
+        base = self.uri(prefix)
+        if not self.fs.exists(base):
+            return []
+        found = self.fs.ls(base, detail=False, refresh=True) if not self.is_local else self.fs.ls(base, detail=False)
+        root = self.fs._strip_protocol(self.root)
+        rels = []
+        for entry in found:
+            entry = self.fs._strip_protocol(entry)
+            rels.append(entry[len(root) :].lstrip("/"))
+        return sorted(rels)
+
+    def size(self, rel: str) -> int:
+        return int(self.fs.size(self.uri(rel)))
+
+    @contextlib.contextmanager
+    def local_copy(self, rel: str) -> Iterator[Path]:
+        """A local path holding ``rel``: the file itself when local, else a temporary download."""
+        if self.is_local:
+            yield self.local_path(rel)
+            return
+        with tempfile.TemporaryDirectory(prefix="fm-get-") as tmp:
+            dest = Path(tmp) / Path(rel).name
+            self.fs.get(self.uri(rel), str(dest))
+            yield dest
+
+    # -- writes ---------------------------------------------------------------------------------
+    def write_bytes(self, rel: str, data: bytes) -> None:
+        if self.is_local:
+            target = self.local_path(rel)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+            with open(tmp, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, target)
+        else:
+            self.fs.pipe_file(self.uri(rel), data)
+
+    def write_json(self, rel: str, obj: Any) -> None:
+        self.write_bytes(rel, (json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n").encode())
+
+    def put_file(self, local: str | Path, rel: str) -> None:
+        """Copy a finished local file into the store atomically."""
+        if self.is_local:
+            target = self.local_path(rel)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+            shutil.copyfile(local, tmp)
+            os.replace(tmp, target)
+        else:
+            self.fs.put_file(str(local), self.uri(rel))
+
+    def put_dir(self, local_dir: str | Path, rel: str, *, last: str | None = None) -> None:
+        """Copy a local folder tree into the store; ``last`` (a file name at the top) is written after the rest."""
+        local_dir = Path(local_dir)
+        files = sorted(p for p in local_dir.rglob("*") if p.is_file())
+        files.sort(key=lambda p: p.relative_to(local_dir).as_posix() == last)
+        for path in files:
+            self.put_file(path, f"{rel}/{path.relative_to(local_dir).as_posix()}")
+
+    def get_dir(self, rel: str, local_dir: str | Path) -> Path:
+        """Download the folder ``rel`` to ``local_dir`` (returns it)."""
+        local_dir = Path(local_dir)
+        base = self.fs._strip_protocol(self.uri(rel)).rstrip("/")
+        for remote in self.fs.find(self.uri(rel)):
+            remote = self.fs._strip_protocol(remote)
+            target = local_dir / remote[len(base) :].lstrip("/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            self.fs.get_file(remote if self.is_local else f"{self.root.split('://')[0]}://{remote}", str(target))
+        return local_dir
+
+    def delete(self, rel: str) -> None:
+        if self.exists(rel):
+            self.fs.rm(self.uri(rel), recursive=True)
+
+    @contextlib.contextmanager
+    def staging_dir(self) -> Iterator[Path]:
+        """A local scratch folder for building files before they are put into the store."""
+        base = self.local_path(".tmp") if self.is_local else None
+        if base is not None:
+            base.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="fm-stage-", dir=base) as tmp:
+            yield Path(tmp)
+
+
+def iter_parquet_batches(
+    store: ObjectStore, rel: str, columns: list[str] | None = None, batch_size: int = 2048
+) -> Iterator[pa.RecordBatch]:
+    """Stream a Parquet file from the store in bounded record batches."""
+    with store.open(rel) as handle:
+        yield from pq.ParquetFile(handle).iter_batches(batch_size=batch_size, columns=columns)

@@ -1,0 +1,101 @@
+"""Streams one unit's output rows and rejects into local Parquet files (bounded memory)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from fm_assets.engine import layout
+from fm_assets.engine.schemas import REJECT_SCHEMA
+
+PARQUET_ROWS_PER_GROUP = 4096
+
+
+class UnitWriter:
+    """Writes a unit's kept rows (rolled into several parts past ``rows_per_file``) and its rejects."""
+
+    def __init__(self, staging: Path, unit_id: str, schema: pa.Schema, rows_per_file: int | None = None) -> None:
+        self.staging = staging
+        self.unit_id = unit_id
+        self.schema = schema
+        self.rows_per_file = rows_per_file
+        self.part_files: list[Path] = []
+        self._writer: pq.ParquetWriter | None = None
+        self._rows_in_file = 0
+        self._pending: list[dict[str, Any]] = []
+        self._rejects: list[dict[str, Any]] = []
+        self._reject_writer: pq.ParquetWriter | None = None
+        self.records_out = 0
+        self.records_rejected = 0
+        self.rejects_by_reason: Counter[str] = Counter()
+        self.rejects_file = staging / layout.rejects_name(unit_id)
+
+    def _open_part(self) -> None:
+        index = len(self.part_files)
+        name = layout.part_name(self.unit_id, None if self.rows_per_file is None else index)
+        path = self.staging / name
+        self.part_files.append(path)
+        self._writer = pq.ParquetWriter(path, self.schema, compression="zstd")
+        self._rows_in_file = 0
+
+    def _flush_rows(self) -> None:
+        if not self._pending:
+            return
+        if self._writer is None:
+            self._open_part()
+        assert self._writer is not None
+        self._writer.write_table(pa.Table.from_pylist(self._pending, schema=self.schema), PARQUET_ROWS_PER_GROUP)
+        self._rows_in_file += len(self._pending)
+        self._pending = []
+        if self.rows_per_file is not None and self._rows_in_file >= self.rows_per_file:
+            self._writer.close()
+            self._writer = None
+
+    def write(self, row: dict[str, Any]) -> None:
+        self._pending.append(row)
+        self.records_out += 1
+        if len(self._pending) >= PARQUET_ROWS_PER_GROUP or (
+            self.rows_per_file is not None and self._rows_in_file + len(self._pending) >= self.rows_per_file
+        ):
+            self._flush_rows()
+
+    def write_table(self, table: pa.Table) -> None:
+        self._flush_rows()
+        if self._writer is None:
+            self._open_part()
+        assert self._writer is not None
+        self._writer.write_table(table.cast(self.schema), PARQUET_ROWS_PER_GROUP)
+        self.records_out += table.num_rows
+
+    def reject(self, row: dict[str, Any]) -> None:
+        self._rejects.append(row)
+        self.records_rejected += 1
+        self.rejects_by_reason[row["reason"]] += 1
+        if len(self._rejects) >= 1024:
+            self._flush_rejects()
+
+    def _flush_rejects(self) -> None:
+        if self._reject_writer is None:
+            self._reject_writer = pq.ParquetWriter(self.rejects_file, REJECT_SCHEMA, compression="zstd")
+        if self._rejects:
+            self._reject_writer.write_table(pa.Table.from_pylist(self._rejects, schema=REJECT_SCHEMA))
+        self._rejects = []
+
+    def close(self) -> list[Path]:
+        self._flush_rows()
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        if not self.part_files:  # an empty unit still commits an (empty) part so downstream sees it
+            self._open_part()
+            assert self._writer is not None
+            self._writer.close()
+            self._writer = None
+        self._flush_rejects()
+        assert self._reject_writer is not None
+        self._reject_writer.close()
+        return [*self.part_files, self.rejects_file]

@@ -1,0 +1,63 @@
+"""Per-batch, per-stage accounting read back from refs and ``_SUCCESS.json`` files (the ``fm report`` data)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from fm_assets.engine.landing import list_complete_batches
+from fm_assets.engine.refs import read_ref, read_success_at
+from fm_assets.engine.store import ObjectStore
+from fm_assets.stages.names import STAGE_NAMES
+
+
+def stage_report(store: ObjectStore, batch: str, stage: str) -> dict[str, Any] | None:
+    ref = read_ref(store, stage, batch)
+    if ref is None:
+        return None
+    success = read_success_at(store, ref.prefix)
+    counts = success.counts
+    return {
+        "batch": batch,
+        "stage": stage,
+        "records_in": counts.records_in,
+        "records_out": counts.records_out,
+        "records_rejected": counts.records_rejected,
+        "rejects_by_reason": success.rejects_by_reason,
+        "bytes_in": success.extra.get("bytes_in"),
+        "bytes_out": counts.bytes_out,
+        "tokens": success.extra.get("tokens"),
+        "packing_efficiency": success.artifacts.get("packing_efficiency") if stage in ("pack", "shard") else None,
+        "data_version": success.data_version,
+        "key": success.key,
+        "cache_hit": ref.last_cache_hit,
+        "wall_seconds": ref.last_wall_seconds,
+        "compute_seconds": success.seconds,
+    }
+
+
+def build_report(store: ObjectStore, batches: list[str] | None = None) -> list[dict[str, Any]]:
+    rows = []
+    for batch in batches or list_complete_batches(store):
+        for stage in STAGE_NAMES:
+            row = stage_report(store, batch, stage)
+            if row is not None:
+                rows.append(row)
+    return rows
+
+
+def iter_rejects(store: ObjectStore, batch: str, stage: str | None = None) -> Iterator[dict[str, Any]]:
+    """Every rejected record of ``batch`` (optionally one stage) with stage, reason and details."""
+    for name in [stage] if stage else STAGE_NAMES:
+        ref = read_ref(store, name, batch)
+        if ref is None:
+            continue
+        for rel in read_success_at(store, ref.prefix).rejects:
+            with store.open(rel) as handle:
+                for record_batch in pq.ParquetFile(handle).iter_batches(batch_size=1024):
+                    for row in record_batch.to_pylist():
+                        row["details"] = json.loads(row["details"]) if row["details"] else {}
+                        yield row

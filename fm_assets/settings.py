@@ -1,0 +1,121 @@
+"""Every setting of the platform, parsed once at the edge (the CLI, the code location) and passed down.
+
+``Settings`` reads ``FM_*`` environment variables (and ``DAGSTER_HOME``); nothing below the edge reads the
+environment or writes it. ``PipelineSettings`` is the part the stages see: the knobs that change stage
+outputs (they are hashed into stage keys) and how stages run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, BaseModel, Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_ROOT = "./fm_data"
+Profile = Literal["local", "prod"]
+
+
+class SettingsError(ValueError):
+    """The settings cannot run the platform; the message says which variable to fix."""
+
+
+class PipelineSettings(BaseModel):
+    """Knobs for the preprocessing stages; every field that changes output is hashed into a stage key."""
+
+    seq_len: int = Field(default=2048, description="Tokens per packed row (context window T)")
+    rows_per_shard: int = Field(default=1024, description="Packed rows per WebDataset shard")
+    land_rows_per_part: int = Field(default=5000, description="Records per land part file (work-unit size)")
+    pack_min_fragment: int = Field(default=1, description="Smallest piece of a long document used to fill a row gap")
+    pack_tokens_per_unit: int = Field(default=8_000_000, description="Token budget of one pack work unit")
+    allowed_languages: list[str] = Field(default_factory=list, description="Keep only these languages (empty: all)")
+    min_language_score: float = Field(default=0.0, description="Reject documents whose language score is lower")
+    quarantine_namespace_rejected: bool = Field(
+        default=True, description="Quarantine-namespace records never reach shards"
+    )
+    decontaminate: bool = Field(default=True, description="Drop documents that overlap the eval n-gram index")
+    decontam_min_matches: int = Field(default=1, description="Matching eval n-grams that make a document contaminated")
+    near_dedup: bool = Field(default=True, description="Run the Spark MinHash near-dup stage")
+    near_dedup_threshold: float = Field(default=0.8, description="Jaccard threshold for near duplicates")
+    min_packing_efficiency: float = Field(
+        default=0.98, description="Packing-efficiency floor checked on every partition"
+    )
+    verify_committed_units: bool = Field(
+        default=False, description="Recompute committed units and fail if they differ"
+    )
+    dataset_name: str = Field(default="fm-demo", description="Name of the released dataset version")
+    progress: bool = Field(default=True, description="Show per-unit progress bars")
+
+
+class Settings(PipelineSettings, BaseSettings):
+    """The whole configuration: storage root, profile, engines and the pipeline knobs (``FM_`` prefix)."""
+
+    model_config = SettingsConfigDict(env_prefix="FM_", extra="ignore", populate_by_name=True)
+
+    root: str = Field(default=DEFAULT_ROOT, description="Storage root: a local folder or s3://bucket/prefix")
+    profile: Profile = Field(default="local", description="Resource bindings: local (one machine) or prod (k8s)")
+    dagster_home: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("DAGSTER_HOME", "FM_DAGSTER_HOME"),
+        description="Dagster instance folder; default <root>/dagster_home (.fm/dagster_home for remote roots)",
+    )
+    s3_endpoint_url: str | None = Field(default=None, description="S3-compatible endpoint (MinIO, moto, ...)")
+    s3_region: str | None = Field(
+        default=None, validation_alias=AliasChoices("AWS_DEFAULT_REGION", "FM_S3_REGION"), description="S3 region"
+    )
+    spark_master: str | None = Field(default=None, description="Spark master; default local[2] (local), local[*] (prod)")
+    spark_log_level: str = Field(default="ERROR", description="Spark's own log level")
+    dagster_log_level: str = Field(default="ERROR", description="Console log level of `fm run`'s Dagster runs")
+    tokenizer_file: str | None = Field(default=None, description="A tokenizer.json to register and pin")
+    tokenizer_vocab_size: int = Field(default=8192, description="Vocab size when a BPE is trained from the data")
+    tokenizer_train_docs: int = Field(default=20000, description="Documents sampled to train the BPE")
+    blocklist_file: str | None = Field(default=None, description="YAML/JSON blocklists (domains, hashes, revocations)")
+    eval_registry_file: str | None = Field(
+        default=None, description="JSONL of eval passages for decontamination (default: the bundled set)"
+    )
+    iceberg_catalog_type: str = Field(default="sql", description="pyiceberg catalog type: sql, rest, glue, ...")
+    iceberg_uri: str | None = Field(default=None, description="Catalog URI; default a SQLite file under the root")
+
+    @model_validator(mode="after")
+    def _absolute_local_root(self) -> Settings:
+        if not self.is_remote:
+            self.root = str(Path(self.root.removeprefix("file://")).expanduser().resolve())
+        return self
+
+    @property
+    def is_remote(self) -> bool:
+        return "://" in self.root and not self.root.startswith("file://")
+
+    @property
+    def instance_home(self) -> Path:
+        """The Dagster instance folder this process uses (``DAGSTER_HOME`` wins)."""
+        if self.dagster_home:
+            return Path(self.dagster_home).expanduser().resolve()
+        base = Path(".fm") if self.is_remote else Path(self.root)
+        return (base / "dagster_home").resolve()
+
+    @property
+    def resolved_spark_master(self) -> str:
+        return self.spark_master or ("local[2]" if self.profile == "local" else "local[*]")
+
+    def pipeline(self) -> PipelineSettings:
+        return PipelineSettings(**self.model_dump(include=set(PipelineSettings.model_fields)))
+
+    def validate_for_profile(self) -> None:
+        """Fail at load time, not at run time, when the prod profile cannot work."""
+        if self.profile != "prod":
+            return
+        problems = []
+        if not self.is_remote:
+            problems.append(f"FM_ROOT={self.root} is a local folder; prod needs shared storage (s3://bucket/prefix)")
+        if self.iceberg_catalog_type == "sql" and not self.iceberg_uri:
+            problems.append("FM_ICEBERG_URI is not set; prod needs a catalog database or a REST/Glue catalog")
+        if problems:
+            raise SettingsError("FM_PROFILE=prod is not usable: " + "; ".join(problems))
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Settings from the environment, with explicit overrides (e.g. the CLI's ``--root``) on top."""
+    given = {name: value for name, value in overrides.items() if value is not None}
+    return Settings(**given)  # type: ignore[arg-type]

@@ -1,0 +1,169 @@
+"""Tokenizer registry: tokenizers are stored and pinned by the sha256 of their ``tokenizer.json``.
+
+``tokenizers/<sha256>.json`` holds each registered file; ``tokenizers/pinned.json`` names the one the
+pipeline uses. Pinning happens in one place only, the ``tokenizer`` asset (``ensure_pinned``): it registers
+a configured file, or trains a byte-level BPE on a sample of the curated text, under a lock, once. The
+tokenize stage only reads the pin (``pinned_tokenizer``); computing its key never trains or pins.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from fm_assets.engine import layout
+from fm_assets.engine.hashing import sha256_bytes
+from fm_assets.engine.locks import store_lock
+from fm_assets.engine.refs import batches_with_ref, read_success
+from fm_assets.engine.store import ObjectStore, iter_parquet_batches
+
+log = logging.getLogger(__name__)
+
+EOS_CANDIDATES = ("<|endoftext|>", "</s>", "<eos>", "[SEP]", "<|end_of_text|>")
+PINNED = layout.PINNED_TOKENIZER
+TRAINING_STAGE = "decontaminate"  # the BPE learns from what reaches tokenize
+
+
+class TokenizerError(ValueError):
+    """A tokenizer that cannot be used; the message says why."""
+
+
+class TokenizerNotPinnedError(TokenizerError):
+    """tokenize ran before the tokenizer asset pinned a tokenizer."""
+
+
+@dataclass(frozen=True)
+class PinnedTokenizer:
+    sha256: str
+    tokenizer: Tokenizer
+    vocab_size: int
+    eos_id: int | None
+
+
+@dataclass(frozen=True)
+class TokenizerSpec:
+    """How the tokenizer asset gets its tokenizer: a given file, else a BPE trained on the curated text."""
+
+    tokenizer_file: str | None = None
+    train_vocab_size: int = 8192
+    train_sample_docs: int = 20000
+
+
+def _load(data: bytes, sha: str) -> PinnedTokenizer:
+    try:
+        tokenizer = Tokenizer.from_str(data.decode("utf-8"))
+    except Exception as exc:  # the tokenizers library raises a bare Exception on bad JSON
+        raise TokenizerError(f"tokenizer {sha[:12]} is not a valid tokenizer.json: {exc}") from exc
+    eos_id = next((tokenizer.token_to_id(t) for t in EOS_CANDIDATES if tokenizer.token_to_id(t) is not None), None)
+    return PinnedTokenizer(sha, tokenizer, tokenizer.get_vocab_size(with_added_tokens=True), eos_id)
+
+
+class TokenizerRegistry:
+    def __init__(self, store: ObjectStore) -> None:
+        self.store = store
+
+    def register_bytes(self, data: bytes) -> str:
+        sha = sha256_bytes(data)
+        _load(data, sha)  # refuse to register something unusable
+        rel = layout.tokenizer_blob(sha)
+        if not self.store.exists(rel):
+            self.store.write_bytes(rel, data)
+        return sha
+
+    def register_file(self, path: str | Path) -> str:
+        path = Path(path)
+        if not path.is_file():
+            raise TokenizerError(f"tokenizer file {path} does not exist")
+        return self.register_bytes(path.read_bytes())
+
+    def get(self, sha: str) -> PinnedTokenizer:
+        rel = layout.tokenizer_blob(sha)
+        if not self.store.exists(rel):
+            raise TokenizerError(f"tokenizer {sha} is not registered in {self.store.root}")
+        return _load(self.store.read_bytes(rel), sha)
+
+    def pin(self, sha: str, *, origin: str) -> None:
+        pinned = self.get(sha)
+        self.store.write_json(PINNED, {"sha256": sha, "vocab_size": pinned.vocab_size, "origin": origin})
+
+    def pinned_sha(self) -> str | None:
+        return self.store.read_json(PINNED)["sha256"] if self.store.exists(PINNED) else None
+
+    def pin_record(self) -> dict | None:
+        return self.store.read_json(PINNED) if self.store.exists(PINNED) else None
+
+    def train_bpe(self, texts: Iterable[str], vocab_size: int) -> str:
+        """Train a byte-level BPE on ``texts`` and register it; returns its sha256."""
+        tokenizer = Tokenizer(models.BPE())
+        tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)  # type: ignore[assignment]
+        tokenizer.decoder = decoders.ByteLevel()  # type: ignore[assignment]
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size,
+            special_tokens=["<|endoftext|>", "<|pad|>"],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        )
+        tokenizer.train_from_iterator(texts, trainer=trainer)
+        sha = self.register_bytes(tokenizer.to_str().encode("utf-8"))
+        log.info("trained byte-level BPE (vocab %d) -> %s", tokenizer.get_vocab_size(), sha[:12])
+        return sha
+
+
+def pinned_tokenizer(store: ObjectStore) -> PinnedTokenizer:
+    """The pinned tokenizer (read only). Fails clearly when nothing is pinned yet."""
+    registry = TokenizerRegistry(store)
+    sha = registry.pinned_sha()
+    if sha is None:
+        raise TokenizerNotPinnedError(
+            "no tokenizer is pinned yet: materialize the `tokenizer` asset first "
+            "(`fm run` and the preprocess job do; set FM_TOKENIZER_FILE to pin a given tokenizer.json)"
+        )
+    return registry.get(sha)
+
+
+def training_texts(store: ObjectStore, limit: int) -> tuple[list[str], Iterator[str]]:
+    """(batches used, texts): up to ``limit`` curated documents, earliest batches first."""
+    batches = batches_with_ref(store, TRAINING_STAGE)
+
+    def texts() -> Iterator[str]:
+        for batch in batches:
+            for part in read_success(store, TRAINING_STAGE, batch).parts:
+                for record_batch in iter_parquet_batches(store, part, columns=["text"]):
+                    yield from record_batch["text"].to_pylist()
+
+    return batches, itertools.islice(texts(), limit)
+
+
+def ensure_pinned(store: ObjectStore, spec: TokenizerSpec) -> tuple[PinnedTokenizer, str]:
+    """Pin the tokenizer ``spec`` asks for, once; returns (pinned tokenizer, what happened).
+
+    A configured file is registered and pinned (re-pinned when it changed). Without one, an existing pin
+    stays; only when nothing is pinned is a BPE trained on the curated text of the batches so far. The
+    lock makes concurrent runs agree on one pin.
+    """
+    registry = TokenizerRegistry(store)
+    with store_lock(store, "tokenizer"):
+        if spec.tokenizer_file:
+            sha = registry.register_file(spec.tokenizer_file)
+            if registry.pinned_sha() == sha:
+                return registry.get(sha), "unchanged"
+            registry.pin(sha, origin=f"file:{spec.tokenizer_file}")
+            return registry.get(sha), "pinned file"
+        sha = registry.pinned_sha()
+        if sha is not None:
+            return registry.get(sha), "unchanged"
+        batches, texts = training_texts(store, spec.train_sample_docs)
+        if not batches:
+            raise TokenizerError(
+                f"cannot train a tokenizer: no batch has `{TRAINING_STAGE}` output yet (run the stages before "
+                "tokenize first, or set FM_TOKENIZER_FILE)"
+            )
+        log.info("no tokenizer configured or pinned: training a byte-level BPE on %s", ", ".join(batches))
+        sha = registry.train_bpe(texts, spec.train_vocab_size)
+        registry.pin(sha, origin=f"trained:{','.join(batches)}")
+        return registry.get(sha), "trained"

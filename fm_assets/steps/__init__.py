@@ -1,1 +1,0 @@
-"""Pure record-level processing steps (no Dagster imports): one job per module."""

@@ -1,0 +1,104 @@
+"""Eval-set decontamination: an index of hashed word n-grams of the eval texts, and overlap checks.
+
+Texts are normalised (``normalize_text``), lowercased and split into Unicode word tokens (``\\w+``),
+so punctuation, case and whitespace differences do not hide an overlap. Each word is hashed with
+xxh3-64 and an n-gram key is a polynomial combination of its words' hashes (mod 2**64), computed
+with numpy; the index is the sorted array of distinct keys, so a lookup is a binary search.
+
+Word n-grams do not suit unspaced scripts (zh, ja, th): there a whole clause is one ``\\w+`` token.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import xxhash
+
+from fm_assets.transforms.text.normalize import normalize_text
+
+DEFAULT_N = 13  # as in GPT-3's contamination study
+DEFAULT_EVAL_FILE = "eval_python_tutorial.jsonl.gz"
+_TOKEN = re.compile(r"\w+")
+_MULT = np.uint64(0x100000001B3)
+_SCHEME = "xxh3-64/poly-0x100000001b3/nfc-lower-w+"  # part of the fingerprint: change it, change this
+
+
+def tokenize(text: str) -> list[str]:
+    return _TOKEN.findall(normalize_text(text).lower())
+
+
+def ngram_hashes(text: str, n: int) -> np.ndarray:
+    """uint64 key of every word n-gram of ``text`` (empty when it has fewer than n words)."""
+    words = tokenize(text)
+    if len(words) < n:
+        return np.empty(0, dtype=np.uint64)
+    vocab = {w: xxhash.xxh3_64_intdigest(w.encode("utf-8")) for w in set(words)}
+    word_hashes = np.fromiter((vocab[w] for w in words), dtype=np.uint64, count=len(words))
+    count = len(words) - n + 1
+    keys = np.zeros(count, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for i in range(n):
+            keys = keys * _MULT + word_hashes[i : i + count]
+    return keys
+
+
+@dataclass(frozen=True)
+class ContaminationIndex:
+    n: int
+    hashes: np.ndarray  # sorted, distinct uint64 n-gram keys
+
+    @classmethod
+    def build(cls, texts: Iterable[str], n: int = DEFAULT_N) -> ContaminationIndex:
+        parts = [ngram_hashes(text, n) for text in texts]
+        keys = np.unique(np.concatenate(parts)) if parts else np.empty(0, dtype=np.uint64)
+        return cls(n=n, hashes=keys.astype(np.uint64))
+
+    def __len__(self) -> int:
+        return len(self.hashes)
+
+    def fingerprint(self) -> str:
+        """sha256 (hex, 16 chars) of n, the hashing scheme and every key: the stage-key input."""
+        digest = hashlib.sha256(f"{_SCHEME}|n={self.n}|".encode())
+        digest.update(np.ascontiguousarray(self.hashes, dtype="<u8").tobytes())
+        return digest.hexdigest()[:16]
+
+    def check(self, text: str) -> tuple[int, float]:
+        """(n-grams of ``text`` found in the index, their fraction of all its n-grams)."""
+        keys = ngram_hashes(text, self.n)
+        if len(keys) == 0 or len(self.hashes) == 0:
+            return 0, 0.0
+        pos = np.searchsorted(self.hashes, keys)
+        pos[pos == len(self.hashes)] = 0
+        matches = int(np.count_nonzero(self.hashes[pos] == keys))
+        return matches, matches / len(keys)
+
+    def save(self, path: Path) -> None:
+        np.savez_compressed(Path(path), n=np.int64(self.n), hashes=self.hashes)
+
+    @classmethod
+    def load(cls, path: Path) -> ContaminationIndex:
+        with np.load(Path(path)) as data:
+            return cls(n=int(data["n"]), hashes=data["hashes"].astype(np.uint64))
+
+
+def load_eval_texts(name: str = DEFAULT_EVAL_FILE) -> list[dict]:
+    """The eval items shipped in ``fm_assets/data`` (see the README there for origin and licence)."""
+    raw = resources.files("fm_assets").joinpath("data", name).read_bytes()
+    if name.endswith(".gz"):
+        raw = gzip.decompress(raw)
+    return [json.loads(line) for line in raw.decode("utf-8").splitlines() if line.strip()]
+
+
+@lru_cache(maxsize=4)
+def load_default_eval_index(n: int = DEFAULT_N) -> ContaminationIndex:
+    """Index over the shipped eval set (cached per process)."""
+    return ContaminationIndex.build((item["text"] for item in load_eval_texts()), n=n)
