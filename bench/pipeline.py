@@ -62,9 +62,9 @@ def _stage_input_mb(root: Path, batches: list[str]) -> dict[str, float]:
         total = 0
         for batch in batches:
             if stage.upstream is None:
-                total += read_success(store, "land", batch)["extra"].get("bytes_in", 0)
+                total += read_success(store, "land", batch).extra.get("bytes_in", 0)
             else:
-                total += read_success(store, stage.upstream, batch)["counts"]["bytes_out"]
+                total += read_success(store, stage.upstream, batch).counts.bytes_out
         sizes[stage.name] = total / 1e6
     return sizes
 
@@ -80,9 +80,9 @@ def _tokenize_vs_bare(root: Path, batches: list[str]) -> dict:
     texts = []
     stage_seconds = 0.0
     for batch in batches:
-        for part in read_success(store, "decontaminate", batch)["parts"]:
+        for part in read_success(store, "decontaminate", batch).parts:
             texts.extend(pq.read_table(store.local_path(part), columns=["text"])["text"].to_pylist())
-        stage_seconds += read_success(store, "tokenize", batch)["seconds"]
+        stage_seconds += read_success(store, "tokenize", batch).seconds
     started = time.perf_counter()
     for i in range(0, len(texts), 1024):
         tokenizer.encode_batch(texts[i : i + 1024], add_special_tokens=False)
@@ -109,7 +109,7 @@ def _packing(root: Path, batches: list[str]) -> dict:
         tokens = rows = 0
         for batch in batches:
             lengths = []
-            for part in read_success(store, "tokenize", batch)["parts"]:
+            for part in read_success(store, "tokenize", batch).parts:
                 lengths.extend(pq.read_table(store.local_path(part), columns=["n_tokens"])["n_tokens"].to_pylist())
             bins = pack_documents(lengths, seq_len)
             tokens += sum(lengths)

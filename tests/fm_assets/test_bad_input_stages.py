@@ -10,10 +10,11 @@ import pytest
 
 from fm_assets.engine.landing import LandingError, land_batch
 from fm_assets.engine.refs import write_ref
-from fm_assets.engine.stage import StageContext, run_stage
+from fm_assets.engine.run import run_stage
+from fm_assets.engine.stage import StageContext
+from fm_assets.engine.store import ObjectStore
 from fm_assets.stages.land import STAGE as LAND
 from fm_assets.stages.validate import STAGE as VALIDATE
-from fm_assets.engine.store import ObjectStore
 from fm_resources.pipeline_config import PipelineConfigResource
 
 GOOD = "The quick brown fox jumps over the lazy dog near the river bank today."
@@ -44,15 +45,15 @@ def test_bad_input_is_quarantined_with_reasons(tmp_path):
     settings = PipelineConfigResource(progress=False)
     land = run_stage(LAND, StageContext(store, batch, settings))
     write_ref(store, "land", batch, land.success, cache_hit=False, wall_seconds=0)
-    reasons = land.success["rejects_by_reason"]
+    reasons = land.success.rejects_by_reason
     for expected in ("malformed_json", "wrong_schema", "missing_text", "invalid_utf8", "truncated_archive", "empty_file"):
         assert reasons.get(expected, 0) >= 1, (expected, reasons)
-    counts = land.success["counts"]
+    counts = land.success.counts.to_json()
     assert counts["records_in"] == counts["records_out"] + counts["records_rejected"]
     assert counts["records_out"] >= 5 + 1 + 1  # good file, the fine record, the html page (+ what precedes truncation)
 
     validate = run_stage(VALIDATE, StageContext(store, batch, settings))
-    assert validate.success["counts"]["records_in"] == counts["records_out"]
+    assert validate.success.counts.records_in == counts["records_out"]
 
 
 def test_batch_without_licence_or_with_unknown_namespace_is_refused(tmp_path):
@@ -79,8 +80,8 @@ def test_hand_made_batch_without_licence_is_rejected_per_record(tmp_path):
     land = run_stage(LAND, StageContext(store, "manual", settings))
     write_ref(store, "land", "manual", land.success, cache_hit=False, wall_seconds=0)
     validate = run_stage(VALIDATE, StageContext(store, "manual", settings))
-    assert validate.success["counts"]["records_out"] == 0
-    assert validate.success["counts"]["records_rejected"] == 2
+    assert validate.success.counts.records_out == 0
+    assert validate.success.counts.records_rejected == 2
 
 
 def test_landed_bytes_that_do_not_match_the_manifest_are_quarantined(tmp_path):
@@ -90,6 +91,6 @@ def test_landed_bytes_that_do_not_match_the_manifest_are_quarantined(tmp_path):
     batch = land_batch(store, src, source="s", license_id="MIT", namespace="cloud").batch
     store.write_bytes(f"landing/{batch}/files/a.jsonl", b'{"text": "tampered"}\n')  # bit rot / tampering
     land = run_stage(LAND, StageContext(store, batch, PipelineConfigResource(progress=False)))
-    assert land.success["rejects_by_reason"] == {"checksum_mismatch": 1}
-    assert land.success["counts"]["records_out"] == 0
+    assert land.success.rejects_by_reason == {"checksum_mismatch": 1}
+    assert land.success.counts.records_out == 0
     assert not store.exists("cas")  # nothing unverified enters the content-addressed store

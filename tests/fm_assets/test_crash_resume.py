@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from fm_assets.engine.landing import land_batch
-from fm_assets.stages.registry import STAGE_NAMES
 from fm_assets.engine.refs import read_success
 from fm_assets.engine.store import ObjectStore
+from fm_assets.stages.registry import STAGE_NAMES
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -28,7 +28,7 @@ def _committed_units(root: Path, stage: str) -> int:
 
 
 def _stage_versions(store: ObjectStore, batch: str) -> dict[str, str]:
-    return {stage: read_success(store, stage, batch)["data_version"] for stage in STAGE_NAMES}
+    return {stage: read_success(store, stage, batch).data_version for stage in STAGE_NAMES}
 
 
 def test_kill_minus_nine_then_resume_is_byte_identical(fm_env, real_sample, tmp_path):
@@ -54,8 +54,8 @@ def test_kill_minus_nine_then_resume_is_byte_identical(fm_env, real_sample, tmp_
     _, err = resumed.communicate(timeout=600)
     assert resumed.returncode == 0, err.decode()[-3000:]
     success = read_success(store, "filter", batch)
-    assert success["units_skipped"] == killed_at  # committed units were not redone
-    assert success["units_computed"] == len(success["units"]) - killed_at
+    assert success.units_skipped == killed_at  # committed units were not redone
+    assert success.units_computed == len(success.units) - killed_at
 
     clean_root = tmp_path / "clean"
     clean_store = ObjectStore(str(clean_root))
@@ -64,8 +64,8 @@ def test_kill_minus_nine_then_resume_is_byte_identical(fm_env, real_sample, tmp_
     _, err = clean.communicate(timeout=600)
     assert clean.returncode == 0, err.decode()[-3000:]
     assert _stage_versions(store, batch) == _stage_versions(clean_store, batch)
-    shard_prefix = read_success(store, "shard", batch)["prefix"]
-    clean_prefix = read_success(clean_store, "shard", batch)["prefix"]
+    shard_prefix = read_success(store, "shard", batch).prefix
+    clean_prefix = read_success(clean_store, "shard", batch).prefix
     shard_files = sorted(p.name for p in (fm_env / shard_prefix).glob("shard-*"))
     assert shard_files
     for name in shard_files:

@@ -9,6 +9,7 @@ from itertools import pairwise
 from pathlib import Path
 
 from fm_assets.defs.build import build_definitions
+from fm_assets.settings import load_settings
 from fm_assets.stages.registry import STAGE_NAMES
 
 REPO = Path(__file__).resolve().parents[2]
@@ -28,12 +29,19 @@ def test_workspace_validates_with_the_dagster_cli(tmp_path):
 
 
 def test_graph_shape_and_profiles():
-    local = build_definitions("local")
+    local = build_definitions(load_settings(profile="local"))
     graph = local.resolve_asset_graph()
     keys = {key.to_user_string() for key in graph.get_all_asset_keys()}
     assert set(STAGE_NAMES) <= keys and "dataset_release" in keys
     by_name = {key.to_user_string(): key for key in graph.get_all_asset_keys()}
+    side_inputs = {"tokenizer", "blocklists", "eval_registry"}
     for before, after in pairwise(STAGE_NAMES):  # every stage depends on exactly the previous one
-        assert {key.to_user_string() for key in graph.get(by_name[after]).parent_keys} == {before}
-    prod = build_definitions("prod")
+        parents = {key.to_user_string() for key in graph.get(by_name[after]).parent_keys}
+        assert parents - side_inputs == {before}
+    # side inputs are upstream of exactly the stages whose keys they change
+    for stage, side_input in (("tokenize", "tokenizer"), ("blocklist", "blocklists"), ("decontaminate", "eval_registry")):
+        assert side_input in {key.to_user_string() for key in graph.get(by_name[stage]).parent_keys}
+    prod = build_definitions(
+        load_settings(profile="prod", root="s3://bucket/fm", iceberg_uri="postgresql+psycopg2://catalog/fm")
+    )
     assert prod.resolve_job_def("preprocess").executor_def.name == "k8s"

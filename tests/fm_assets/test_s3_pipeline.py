@@ -8,10 +8,11 @@ from pathlib import Path
 import boto3
 import pytest
 
-from fm_assets.engine.landing import land_batch
-from fm_assets.stages.registry import STAGE_NAMES
-from fm_assets.engine.refs import read_success
 from fm_assets.cli.runner import run_batches
+from fm_assets.engine.landing import land_batch
+from fm_assets.engine.refs import read_success
+from fm_assets.settings import load_settings
+from fm_assets.stages.registry import STAGE_NAMES
 from fm_loader import Loader
 from fm_resources.object_store import ObjectStoreResource
 
@@ -26,13 +27,13 @@ def test_pipeline_on_s3_root(fm_env, s3_env, real_sample, monkeypatch):
     package = sorted(real_sample["packages"])[-1]
     batch = land_batch(store, Path(real_sample["dest"]) / package, source="s3demo", license_id="MIT", namespace="cloud").batch
 
-    assert run_batches() == {}
+    assert run_batches(load_settings()) == {}
     for stage in STAGE_NAMES:
         success = read_success(store, stage, batch)
-        counts = success["counts"]
+        counts = success.counts.to_json()
         assert counts["records_in"] == counts["records_out"] + counts["records_rejected"], stage
     shard = read_success(store, "shard", batch)
-    assert shard["artifacts"]["rows"] > 0
+    assert shard.artifacts["rows"] > 0
 
     # the objects are really in the bucket
     keys = [

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dagster import build_sensor_context
 
-from fm_assets.engine.landing import land_batch
-from fm_assets.defs.partitions import BATCH_PARTITIONS_NAME
 from fm_assets.cli.runner import dagster_instance
+from fm_assets.defs.partitions import BATCH_PARTITIONS_NAME
 from fm_assets.defs.sensors import landing_batch_sensor
+from fm_assets.engine.landing import land_batch
 from fm_assets.engine.store import ObjectStore
+from fm_assets.settings import load_settings
 from fm_resources.object_store import ObjectStoreResource
 
 
@@ -20,7 +21,7 @@ def test_sensor_registers_new_batches_once(fm_env, tmp_path):
     # an incomplete batch (no _batch.json yet) must not be picked up
     store.write_bytes("landing/incomplete-batch/files/docs.jsonl", b'{"text": "x"}\n')
 
-    instance = dagster_instance()
+    instance = dagster_instance(load_settings())
     resource = ObjectStoreResource(root=str(fm_env))
     result = landing_batch_sensor(build_sensor_context(instance=instance, resources={"store": resource}))
     assert [r.partition_key for r in result.run_requests] == [first.batch]

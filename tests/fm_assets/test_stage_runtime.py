@@ -5,14 +5,9 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 import pytest
 
-from fm_assets.engine.run import (
-    NonDeterministicStageError,
-    StageContractError,
-    StageRun,
-    UnitResult,
-    WorkUnit,
-)
+from fm_assets.engine.run import NonDeterministicStageError, StageContractError, StageRun
 from fm_assets.engine.schemas import make_doc_id, reject_row
+from fm_assets.engine.stage import UnitResult, WorkUnit
 from fm_assets.engine.store import ObjectStore
 
 UNITS = [WorkUnit(f"u{i}", (f"in-{i}",)) for i in range(4)]
@@ -25,7 +20,7 @@ def make_run(store, **overrides):
 
 
 def toy_process(calls, salt=""):
-    def process(run, unit, writer):
+    def process(unit, writer, prefix):
         calls.append(unit.unit_id)
         for i in range(10):
             record = {
@@ -56,9 +51,9 @@ def test_second_run_is_a_cache_hit_with_same_data_version(tmp_path):
     second = make_run(store).execute(UNITS, toy_process(calls))
     assert second.cache_hit and second.data_version == first.data_version
     assert calls == ["u0", "u1", "u2", "u3"]  # no unit ran twice
-    counts = first.success["counts"]
-    assert counts["records_in"] == 40 and counts["records_rejected"] == 16 and counts["records_out"] == 24
-    assert first.success["rejects_by_reason"] == {"every_third": 16}
+    counts = first.success.counts
+    assert counts.records_in == 40 and counts.records_rejected == 16 and counts.records_out == 24
+    assert first.success.rejects_by_reason == {"every_third": 16}
 
 
 def test_key_changes_with_code_version_config_and_inputs(tmp_path):
@@ -77,10 +72,10 @@ def test_resume_skips_committed_units_and_output_is_identical(tmp_path):
     calls: list[str] = []
     crash_at = "u2"
 
-    def crashing(run, unit, writer):
+    def crashing(unit, writer, prefix):
         if unit.unit_id == crash_at:
             raise KeyboardInterrupt("simulated crash")
-        return toy_process(calls)(run, unit, writer)
+        return toy_process(calls)(unit, writer, prefix)
 
     with pytest.raises(KeyboardInterrupt):
         make_run(store).execute(UNITS, crashing)
@@ -96,10 +91,10 @@ def test_resume_skips_committed_units_and_output_is_identical(tmp_path):
 def test_verify_mode_detects_impure_code(tmp_path):
     store = ObjectStore(str(tmp_path))
 
-    def crashing(run, unit, writer):
+    def crashing(unit, writer, prefix):
         if unit.unit_id == "u1":
             raise RuntimeError("boom")
-        return toy_process([])(run, unit, writer)
+        return toy_process([])(unit, writer, prefix)
 
     with pytest.raises(RuntimeError):
         make_run(store).execute(UNITS, crashing)
@@ -108,7 +103,7 @@ def test_verify_mode_detects_impure_code(tmp_path):
 
 
 def test_accounting_mismatch_fails_loudly(tmp_path):
-    def leaky(run, unit, writer):
+    def leaky(unit, writer, prefix):
         return UnitResult(records_in=5)  # claims 5 records but writes none
 
     with pytest.raises(StageContractError, match="records_in=5"):
@@ -118,7 +113,7 @@ def test_accounting_mismatch_fails_loudly(tmp_path):
 def test_rejects_are_kept_with_reason(tmp_path):
     store = ObjectStore(str(tmp_path))
     outcome = make_run(store).execute(UNITS[:1], toy_process([]))
-    rejects = pq.read_table(store.local_path(outcome.success["rejects"][0])).to_pylist()
+    rejects = pq.read_table(store.local_path(outcome.success.rejects[0])).to_pylist()
     assert len(rejects) == 4 and {r["reason"] for r in rejects} == {"every_third"}
     assert all(r["text"].startswith("u0 doc") for r in rejects)
 

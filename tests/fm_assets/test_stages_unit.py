@@ -9,12 +9,15 @@ import pyarrow.parquet as pq
 import pytest
 
 from fm_assets.engine.landing import land_batch
-from fm_assets.stages.registry import STAGES
 from fm_assets.engine.refs import read_success, write_ref
-from fm_assets.engine.stage import StageContext, run_stage
+from fm_assets.engine.run import run_stage
+from fm_assets.engine.stage import StageContext
 from fm_assets.engine.store import ObjectStore
+from fm_assets.side_inputs.blocklists import BlocklistSource
+from fm_assets.side_inputs.eval_registry import EvalRegistry
+from fm_assets.side_inputs.tokenizer import TokenizerSpec, ensure_pinned
+from fm_assets.stages.registry import STAGES
 from fm_resources.pipeline_config import PipelineConfigResource
-from fm_resources.tokenizer_registry import TokenizerRegistryResource
 
 
 def real_texts(sample: dict, count: int) -> list[str]:
@@ -34,10 +37,16 @@ def write_jsonl(path, texts):
     return path
 
 
-def run_chain(store, batch, settings, resources, until):
+SIDE_INPUTS = {"blocklists": BlocklistSource(), "eval_registry": EvalRegistry()}
+
+
+def run_chain(store, batch, settings, tokenizer: TokenizerSpec, until):
+    """Run the stages in order as the preprocess job does (the tokenizer asset pins before tokenize)."""
     outcomes = {}
     for stage in STAGES:
-        outcome = run_stage(stage, StageContext(store, batch, settings, dict(resources)))
+        if stage.name == "tokenize":
+            ensure_pinned(store, tokenizer)
+        outcome = run_stage(stage, StageContext(store, batch, settings, SIDE_INPUTS))
         write_ref(store, stage.name, batch, outcome.success, cache_hit=outcome.cache_hit, wall_seconds=0.0)
         outcomes[stage.name] = outcome
         if stage.name == until:
@@ -64,12 +73,12 @@ def test_exact_dedup_across_batches_and_rerun_stability(tmp_path, settings, real
         namespace="cloud",
     ).batch
     assert first < second
-    run_chain(store, first, settings, {}, "dedup")
-    out = run_chain(store, second, settings, {}, "dedup")["dedup"]
-    assert out.success["rejects_by_reason"] == {"exact_duplicate_cross_batch": 2, "exact_duplicate": 1}
-    assert out.success["counts"]["records_out"] == 2
-    assert out.success["inputs"][f"dedup:{first}"] == read_success(store, "dedup", first)["data_version"]
-    again = run_stage(STAGES[4], StageContext(store, second, settings, {}))
+    run_chain(store, first, settings, TokenizerSpec(), "dedup")
+    out = run_chain(store, second, settings, TokenizerSpec(), "dedup")["dedup"]
+    assert out.success.rejects_by_reason == {"exact_duplicate_cross_batch": 2, "exact_duplicate": 1}
+    assert out.success.counts.records_out == 2
+    assert out.success.inputs[f"dedup:{first}"] == read_success(store, "dedup", first).data_version
+    again = run_stage(STAGES[4], StageContext(store, second, settings, SIDE_INPUTS))
     assert again.cache_hit and again.data_version == out.data_version
 
 
@@ -81,18 +90,18 @@ def test_tokenizer_is_pinned_into_the_key_and_provenance_reaches_shards(
     batch = land_batch(
         store, write_jsonl(tmp_path / "a.jsonl", texts), source="a", license_id="MIT", namespace="cloud"
     ).batch
-    trained = run_chain(store, batch, settings, {}, "shard")  # no tokenizer given: one is trained and pinned
+    trained = run_chain(store, batch, settings, TokenizerSpec(), "shard")  # no tokenizer given: one is trained and pinned
     pinned = store.read_json("tokenizers/pinned.json")
     assert (
         pinned["origin"].startswith("trained:")
-        and trained["tokenize"].success["inputs"]["tokenizer"] == pinned["sha256"]
+        and trained["tokenize"].success.inputs["tokenizer"] == pinned["sha256"]
     )
 
     given = run_chain(
         store,
         batch,
         settings,
-        {"tokenizers": TokenizerRegistryResource(tokenizer_file=str(tokenizer_file))},
+        TokenizerSpec(tokenizer_file=str(tokenizer_file)),
         "shard",
     )
     assert given["decontaminate"].cache_hit  # nothing before tokenize recomputes
@@ -102,9 +111,9 @@ def test_tokenizer_is_pinned_into_the_key_and_provenance_reaches_shards(
     # every packed row points back at landed records (cas hash prefix + record index)
     land = read_success(store, "land", batch)
     landed_ids = set()
-    for part in land["parts"]:
+    for part in land.parts:
         landed_ids.update(pq.read_table(store.local_path(part), columns=["doc_id"])["doc_id"].to_pylist())
     shard = read_success(store, "shard", batch)
-    for part in shard["parts"]:
+    for part in shard.parts:
         for doc_ids in pq.read_table(store.local_path(part), columns=["doc_ids"])["doc_ids"].to_pylist():
             assert doc_ids and all(doc_id.split("@")[0] in landed_ids for doc_id in doc_ids)

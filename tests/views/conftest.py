@@ -9,13 +9,14 @@ from typing import Any
 
 import pytest
 
+from fm_assets.cli.runner import dagster_instance, run_batches, run_config
+from fm_assets.datasets.views import CURATED_TABLE, recorded_versions
 from fm_assets.engine.landing import land_batch
 from fm_assets.engine.refs import batches_with_ref, read_success
-from fm_assets.cli.runner import RUN_CONFIG, dagster_instance, run_batches
-from fm_assets.datasets.views import CURATED_TABLE, recorded_versions
+from fm_assets.engine.store import ObjectStore
+from fm_assets.settings import load_settings
 from fm_resources.iceberg import IcebergCatalogResource
 from fm_resources.lance import LanceResource
-from fm_assets.engine.store import ObjectStore
 
 PACKAGES = ("gnome-user-docs", "debian-handbook")  # the smaller one first: it is processed twice
 
@@ -62,7 +63,7 @@ def view_state(root: Path) -> ViewState:
         lance_version=dataset.version,
         lance_rows=dataset.count_rows(),
         decontaminate_records_out={
-            batch: read_success(store, "decontaminate", batch)["counts"]["records_out"]
+            batch: read_success(store, "decontaminate", batch).counts.records_out
             for batch in batches_with_ref(store, "decontaminate")
         },
         last_summary=dict(snapshot.summary.additional_properties) if snapshot else {},
@@ -113,23 +114,23 @@ def views_run(tmp_path_factory, real_sample, tokenizer_file) -> ViewsRun:
         states: dict[str, ViewState] = {}
 
         batch_a = _land(store, real_sample, PACKAGES[0])
-        assert run_batches([batch_a]) == {}
+        assert run_batches(load_settings(), [batch_a]) == {}
         states["first"] = view_state(root)
 
         # the release job again with nothing new upstream
         result = build_definitions().resolve_job_def("release").execute_in_process(
-            instance=dagster_instance(), raise_on_error=False, run_config=RUN_CONFIG
+            instance=dagster_instance(load_settings()), raise_on_error=False, run_config=run_config(load_settings())
         )
         assert result.success
         states["rerun"] = view_state(root)
 
         batch_b = _land(store, real_sample, PACKAGES[1])
-        assert run_batches([batch_b]) == {}
+        assert run_batches(load_settings(), [batch_b]) == {}
         states["second_batch"] = view_state(root)
 
         # a batch dated before A repeats some of A's documents: A, re-run after it, loses them to exact dedup,
         # so A's decontaminate data version changes and the table must replace A's rows
         batch_early = _land_earlier_copy(store, real_sample, PACKAGES[0], base / "early", lines=10)
-        assert run_batches([batch_early, batch_a]) == {}
+        assert run_batches(load_settings(), [batch_early, batch_a]) == {}
         states["batch_a_changed"] = view_state(root)
     return ViewsRun(root, store, batch_a, batch_b, batch_early, states)

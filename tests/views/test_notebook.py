@@ -53,9 +53,9 @@ def test_notebook_reports_rows_sources_and_tokens_per_license(views_run):
     tokens_by_license: dict[str, int] = {}
     for batch in batches:
         manifest = store.read_json(f"landing/{batch}/_batch.json")
-        rows = read_success(store, "decontaminate", batch)["counts"]["records_out"]
+        rows = read_success(store, "decontaminate", batch).counts.records_out
         rows_by_source[manifest["source"]] = rows_by_source.get(manifest["source"], 0) + rows
-        for part in read_success(store, "tokenize", batch)["parts"]:
+        for part in read_success(store, "tokenize", batch).parts:
             tokens = sum(pq.read_table(store.local_path(part), columns=["n_tokens"])["n_tokens"].to_pylist())
             tokens_by_license[manifest["license"]] = tokens_by_license.get(manifest["license"], 0) + tokens
 

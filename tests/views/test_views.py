@@ -8,8 +8,8 @@ import pytest
 from dagster import AssetCheckKey, AssetKey, DagsterInstance
 from pyiceberg.expressions import EqualTo
 
-from fm_assets.engine.refs import read_ref, read_success
 from fm_assets.datasets.views import CURATED_TABLE
+from fm_assets.engine.refs import read_ref, read_success
 from fm_resources.iceberg import IcebergCatalogResource
 from fm_resources.lance import LanceResource
 
@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.slow]
 
 def tokens_by_doc(run, batch: str) -> dict[str, int]:
     found = {}
-    for part in read_success(run.store, "tokenize", batch)["parts"]:
+    for part in read_success(run.store, "tokenize", batch).parts:
         table = pq.read_table(run.store.local_path(part), columns=["doc_id", "n_tokens"])
         found.update(zip(table["doc_id"].to_pylist(), table["n_tokens"].to_pylist(), strict=True))
     return found
@@ -74,7 +74,7 @@ def test_table_content_matches_decontaminate_parts(views_run):
     table = IcebergCatalogResource(root=str(views_run.root)).catalog().load_table(CURATED_TABLE)
     for batch in (views_run.batch_a, views_run.batch_b, views_run.batch_early):
         stored = table.scan(row_filter=EqualTo("batch", batch), selected_fields=("doc_id", "text", "n_chars")).to_arrow()
-        parts = [pq.read_table(views_run.store.local_path(p)) for p in read_success(views_run.store, "decontaminate", batch)["parts"]]
+        parts = [pq.read_table(views_run.store.local_path(p)) for p in read_success(views_run.store, "decontaminate", batch).parts]
         source = {doc: text for part in parts for doc, text in zip(part["doc_id"].to_pylist(), part["text"].to_pylist(), strict=True)}
         assert dict(zip(stored["doc_id"].to_pylist(), stored["text"].to_pylist(), strict=True)) == source
         assert stored["n_chars"].to_pylist() == pc.utf8_length(stored["text"]).to_pylist()
