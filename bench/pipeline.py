@@ -38,8 +38,8 @@ def _land_all(root: Path, sample: dict) -> list[str]:
 
 
 def _stage_table(root: Path, batches: list[str]) -> dict:
-    from fm_assets.reports.report import build_report
     from fm_assets.engine.store import ObjectStore
+    from fm_assets.reports.report import build_report
 
     per_stage: dict[str, dict] = {}
     for row in build_report(ObjectStore(str(root)), batches):
@@ -52,9 +52,9 @@ def _stage_table(root: Path, batches: list[str]) -> dict:
 
 def _stage_input_mb(root: Path, batches: list[str]) -> dict[str, float]:
     """Input size per stage: the upstream stage's output parquet bytes (landed bytes for land)."""
-    from fm_assets.stages.registry import STAGES
     from fm_assets.engine.refs import read_success
     from fm_assets.engine.store import ObjectStore
+    from fm_assets.stages.registry import STAGES
 
     store = ObjectStore(str(root))
     sizes = {}
@@ -100,8 +100,8 @@ def _tokenize_vs_bare(root: Path, batches: list[str]) -> dict:
 
 def _packing(root: Path, batches: list[str]) -> dict:
     from fm_assets.engine.refs import read_success
-    from fm_assets.transforms.tokens.packing import pack_documents
     from fm_assets.engine.store import ObjectStore
+    from fm_assets.transforms.tokens.packing import pack_documents
 
     store = ObjectStore(str(root))
     result = {}

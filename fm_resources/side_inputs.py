@@ -6,8 +6,9 @@ from __future__ import annotations
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from fm_assets.side_inputs.blocklists import Blocklists, BlocklistSource
+from fm_assets.side_inputs.blocklists import BlocklistSource
 from fm_assets.side_inputs.eval_registry import EvalRegistry
+from fm_assets.transforms.blocklist.lists import Blocklists
 from fm_assets.transforms.text.decontam import ContaminationIndex
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 from fm_assets.engine.kinds.removal import RemovalDecision
 from fm_assets.engine.kinds.spark_removal import SparkRemovalStage, details_json
 from fm_assets.engine.stage import SideInputs, StageContext
-from fm_assets.side_inputs.blocklists import Blocklists, BlocklistSource
+from fm_assets.side_inputs.blocklists import BlocklistSource
+from fm_assets.transforms.blocklist.lists import Blocklists
 
 BLOCKLISTS = "blocklists"
 
@@ -31,7 +32,7 @@ class BlocklistStage(SparkRemovalStage):
         return bool(lists.url_domains or lists.doc_hashes or lists.revoked)
 
     def removals(self, ctx: StageContext, local_parts: list[str], output_prefix: str) -> RemovalDecision:
-        from fm_assets.transforms.blocklist import run_blocklists  # pyspark: imported where it runs
+        from fm_assets.transforms.blocklist.joins import run_blocklists  # pyspark: imported where it runs
 
         table = run_blocklists(ctx.resource("spark").session(), local_parts, ctx.side.data)
         return RemovalDecision(

@@ -6,7 +6,7 @@ from itertools import pairwise
 
 from fm_assets.engine.hashing import stable_hash
 from fm_assets.engine.stage import Stage
-from fm_assets.stages import (  # noqa: I001
+from fm_assets.stages import (
     blocklist,
     decontaminate,
     dedup,

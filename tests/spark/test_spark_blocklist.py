@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from fm_assets.transforms.blocklist import Blocklists, run_blocklists
+from fm_assets.transforms.blocklist.joins import Blocklists, run_blocklists
 
 pytestmark = pytest.mark.spark
 

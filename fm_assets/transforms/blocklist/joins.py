@@ -23,7 +23,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from fm_assets.side_inputs.blocklists import WILDCARD, Blocklists
+from fm_assets.transforms.blocklist.lists import WILDCARD, Blocklists
 
 REASON_ORDER = ("revoked_license", "blocked_domain", "blocked_doc_hash")
 REMOVED_SCHEMA = pa.schema(
