@@ -87,7 +87,7 @@ def test_graph_end_to_end_skip_and_code_version(fm_env, real_sample, monkeypatch
     instance = DagsterInstance.get()
     record = instance.get_latest_materialization_event(AssetKey("shard"))
     assert record is not None
-    assert record.asset_materialization.tags["dagster/data_version"] == first[(record.asset_materialization.partition, "shard")]["data_version"]
+    assert record.asset_materialization.tags["dagster/data_version"] == first[(record.asset_materialization.partition, "shard")].data_version
     checks = instance.event_log_storage.get_latest_asset_check_execution_by_key  # API presence
     assert checks is not None
 

@@ -45,3 +45,23 @@ def test_graph_shape_and_profiles():
         load_settings(profile="prod", root="s3://bucket/fm", iceberg_uri="postgresql+psycopg2://catalog/fm")
     )
     assert prod.resolve_job_def("preprocess").executor_def.name == "k8s"
+
+
+def test_code_location_and_gx_import_in_a_process_without_a_main_file(tmp_path):
+    """Dagster's run and step workers import the code location with no ``__main__`` file. pyspark's Spark
+    Connect module (reached through great-expectations) then called ``sys.exit(0)`` when its gRPC extras were
+    missing, so every UI/sensor run died before its first step. Both imports must survive that state."""
+    code = (
+        "import fm_assets.definitions\n"
+        "import fm_assets.transforms.text.validate\n"
+        "print('IMPORTED OK')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+        env={**os.environ, "DAGSTER_HOME": str(tmp_path), "FM_ROOT": str(tmp_path / "root")},
+    )
+    assert result.returncode == 0 and "IMPORTED OK" in result.stdout, result.stderr[-2000:]
