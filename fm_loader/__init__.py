@@ -1,7 +1,9 @@
 """fm_loader: the trainer-side half of the FM data platform - shard format (write + read) and loader.
 
-No Dagster, Spark or pipeline imports: a training job needs only this package, numpy, torch, xxhash
-(and fsspec for remote shards, zstandard for MDS).
+No Dagster, Spark or pipeline imports: a training job needs only the base install
+(``pip install fm-data-platform``, no extras: numpy, torch, xxhash, pyyaml, fsspec, zstandard). Extras add
+``s3://`` shards (``[s3]``), MDS text sources (``[mds-text]``) and :mod:`fm_loader.energon` (``[energon]``);
+the pipeline is ``[pipeline]``.
 
 Writing shards (what the pipeline's shard stage calls)::
 

@@ -39,7 +39,9 @@ import numpy as np
 import torch
 
 IGNORE_INDEX = -100
+"""``labels`` value where no loss is taken (document ends, padding); ``cross_entropy``'s default."""
 SOURCE_SHIFT = 48
+"""``sample_ids`` is ``source << SOURCE_SHIFT | row inside the source``."""
 
 _ID_DTYPES = {torch.int32: np.int32, torch.int64: np.int64}
 

@@ -13,7 +13,13 @@ import os
 
 import numpy as np
 import yaml
-from megatron.energon import Sample
+
+try:
+    from megatron.energon import Sample
+except ImportError as exc:
+    raise ImportError(
+        "fm_loader.energon needs megatron-energon: pip install 'fm-data-platform[energon]'"
+    ) from exc
 
 _SAMPLE_LOADER = '''"""Written by fm_loader.energon: decodes fm_loader packed-row samples."""
 import numpy as np

@@ -75,13 +75,31 @@ def schema_fingerprint(vocab_size: int) -> str:
 
 @dataclass
 class PackedRow:
-    """One context window: tokens of whole (or split) documents and where each document ends."""
+    """One context window: tokens of whole (or split) documents and where each document ends.
+
+    Attributes:
+        tokens: Token ids of the row, at most ``seq_len`` of them (any integer array; stored as uint16 or
+            uint32 depending on the vocabulary size).
+        doc_lens: Length of each document segment in the row, in order; positive and summing to
+            ``len(tokens)``.
+        doc_ids: Optional provenance id per document segment (empty, or one per entry of ``doc_lens``).
+    """
 
     tokens: np.ndarray
     doc_lens: Sequence[int]
     doc_ids: Sequence[str] = field(default_factory=list)
 
     def validate(self, seq_len: int, vocab_size: int) -> None:
+        """Check that the row fits a shard of ``seq_len`` and ``vocab_size``.
+
+        Args:
+            seq_len: Maximum number of tokens in a row.
+            vocab_size: Token ids must lie in ``[0, vocab_size)``.
+
+        Raises:
+            ValueError: Too many tokens, ``doc_lens`` not positive or not summing to the token count,
+                ``doc_ids`` of the wrong length, or a token id out of range.
+        """
         n = len(self.tokens)
         if n > seq_len:
             raise ValueError(f"row has {n} tokens, more than seq_len={seq_len}")
@@ -95,7 +113,21 @@ class PackedRow:
 
 @dataclass(frozen=True)
 class ShardInfo:
-    """What the pipeline records about one encoded shard."""
+    """What the pipeline records about one encoded shard.
+
+    Attributes:
+        name: Shard name given to :func:`encode_shard`.
+        tar_name: File name of the tar (``<name>.tar``).
+        index_name: File name of the row index (``<name>.idx``).
+        sha256: SHA-256 of the tar bytes (hex).
+        index_sha256: SHA-256 of the index bytes (hex).
+        rows: Number of rows.
+        tokens: Number of tokens over all rows.
+        bytes: Size of the tar in bytes.
+        max_docs_per_row: Largest number of document segments in one row.
+        seq_len: Row length the shard was encoded for.
+        vocab_size: Vocabulary size the shard was encoded for.
+    """
 
     name: str
     tar_name: str
@@ -112,7 +144,12 @@ class ShardInfo:
 
 @dataclass(frozen=True)
 class EncodedShard:
-    """File name -> bytes for one shard, and its summary."""
+    """The files of one encoded shard and its summary.
+
+    Attributes:
+        files: File name -> bytes: ``<name>.tar`` and ``<name>.idx``, to be written side by side.
+        info: What to record about the shard (e.g. with :meth:`fm_loader.manifest.ShardEntry.from_info`).
+    """
 
     files: dict[str, bytes]
     info: ShardInfo
@@ -134,7 +171,22 @@ def _pad(n: int) -> int:
 
 
 def encode_shard(rows: Iterable[PackedRow], shard_name: str, seq_len: int, vocab_size: int) -> EncodedShard:
-    """Encode rows into ``<shard_name>.tar`` and ``<shard_name>.idx``; identical input gives identical bytes."""
+    """Encode rows into the bytes of ``<shard_name>.tar`` and ``<shard_name>.idx``.
+
+    Identical input gives identical bytes (no timestamps or owners in the tar).
+
+    Args:
+        rows: The rows, in shard order.
+        shard_name: Name of the shard; also the prefix of every sample key (``<shard_name>/%08d``).
+        seq_len: Maximum tokens per row.
+        vocab_size: Vocabulary size; tokens are stored as uint16 below 65536, else uint32.
+
+    Returns:
+        The two files' bytes (nothing is written to disk) and the shard's :class:`ShardInfo`.
+
+    Raises:
+        ValueError: A row fails :meth:`PackedRow.validate`.
+    """
     dtype = token_dtype_for(vocab_size)
     tar = io.BytesIO()
     records: list[tuple[int, ...]] = []

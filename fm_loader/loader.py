@@ -41,7 +41,10 @@ _NO_DOCS = np.zeros(0, np.int32)
 
 
 class PinningError(ValueError):
-    """The dataset was made with a different tokenizer / vocabulary / sequence length than the trainer expects."""
+    """The dataset was made with a different tokenizer / vocabulary / sequence length than the trainer expects.
+
+    Also raised when the sources of a mixture disagree with each other on tokenizer or sequence length.
+    """
 
 
 def check_pins(
@@ -194,10 +197,30 @@ class _WorkerBatches(torch.utils.data.IterableDataset):
 
 
 class Loader:
-    """Iterate to get this rank's slice of each global batch; see the module docstring for the contract.
+    """Deterministic, elastic, resumable batches of packed rows for one rank.
 
-    ``input_ids_dtype`` is torch.int32 (default; ``nn.Embedding`` takes it) or torch.int64; ``labels`` is always
-    int64 for ``cross_entropy``. ``storage_options`` are passed to fsspec for remote manifests and shards.
+    Iterating yields this rank's slice of each global batch as a dict of fixed-shape tensors (keys, shapes
+    and dtypes in :mod:`fm_loader.batching`); see the module docstring for the ordering contract. The
+    position is saved with :meth:`state_dict` and restored with :meth:`load_state_dict`, under any world size,
+    batch size or worker count. Use as a context manager (or call :meth:`close`) to release open shards.
+
+    A yielded batch's tensors share memory with a small pool of reused buffers: a buffer is written again
+    only after every reference to the earlier batch's arrays is gone, so keeping a batch is safe.
+
+    Attributes:
+        global_batch_size: Rows per global batch, summed over all ranks.
+        local_batch_size: Rows per batch on this rank (``global_batch_size // world_size``).
+        rank: This process's rank.
+        world_size: Number of ranks sharing each global batch.
+        seed: Seed of the shuffle.
+        epochs: Epochs to iterate (``None``: endless); may be changed between iterations.
+        epoch: Current epoch (part of the state).
+        rows_consumed: Global rows of the current epoch already handed out (part of the state).
+        seq_len: Row length ``T`` of the dataset, checked against the pins.
+        vocab_size: Largest vocabulary size among the sources.
+        max_docs: Documents per row the batch has room for (``cu_seqlens`` is ``(B, max_docs + 1)``).
+        mixture: The loaded :class:`fm_loader.mixture.Mixture`.
+        cache: The :class:`fm_loader.storage.ShardCache` holding local copies of remote files.
     """
 
     def __init__(
@@ -221,6 +244,48 @@ class Loader:
         storage_options: dict[str, Any] | None = None,
         input_ids_dtype: torch.dtype = torch.int32,
     ) -> None:
+        """Load the manifest or mixture, check the pins and plan the global stream (no shard is read yet).
+
+        Args:
+            source: What to read: a manifest path or URI, a mixture YAML path or URI (``.yaml``/``.yml``),
+                a :class:`~fm_loader.manifest.DatasetManifest`, or an already parsed mixture dict (see
+                :mod:`fm_loader.mixture`).
+            global_batch_size: Rows per global batch, summed over all ranks; must be divisible by
+                ``world_size``.
+            rank: This process's rank, in ``[0, world_size)``; it gets rows
+                ``[rank * B, (rank + 1) * B)`` of each global batch, with ``B = global_batch_size // world_size``.
+            world_size: Number of ranks sharing each global batch.
+            seed: Seed of the shuffle; the global stream is a function of the sources and this seed only.
+            num_workers: When positive, batches are built in this many torch ``DataLoader`` worker processes
+                (needs a finite ``epochs``); 0 builds them in this process.
+            expected_tokenizer_hash: If given, every source must have been tokenized with this tokenizer.
+            expected_vocab_size: If given, every source must have this vocabulary size.
+            expected_seq_len: If given, the dataset's ``seq_len`` must equal it.
+            epochs: Number of epochs to iterate, counted from epoch 0 (a restored state resumes inside
+                them); ``None`` iterates forever (only with ``num_workers == 0``, and ``len()`` is undefined).
+            prefetch: Batches built ahead of the trainer: by a background thread when ``num_workers == 0``
+                (0 builds each batch on demand), else the ``DataLoader``'s ``prefetch_factor`` (at least 1).
+            skip_corrupt: If True, a row that fails its checksum twice becomes a padding row
+                (``sample_ids == -1``) and is counted in :meth:`metrics`; if False it raises
+                :class:`~fm_loader.sources.CorruptRowError`.
+            max_docs_per_row: Documents per row the batch has room for (width of ``cu_seqlens`` minus
+                one). Defaults to the largest ``max_docs_per_row`` of the sources when all of them know
+                it, else ``seq_len``.
+            cache_dir: Folder for local copies of remote files; defaults to ``<tempdir>/fm_loader_cache``.
+            cache_budget_bytes: Size bound of that folder; least recently used files are evicted first.
+            storage_options: Passed to fsspec for remote manifests, mixtures and shards, e.g.
+                ``{"client_kwargs": {"endpoint_url": "http://127.0.0.1:9000"}}``.
+            input_ids_dtype: ``torch.int32`` (``nn.Embedding`` takes it) or ``torch.int64``. ``labels`` is
+                always int64 for ``cross_entropy``.
+
+        Raises:
+            ValueError: Invalid rank, world size or batch size; an unsupported ``input_ids_dtype``; or an
+                invalid mixture or manifest.
+            PinningError: The sources disagree with each other or with the ``expected_*`` pins.
+            TypeError: ``source`` is of an unsupported type.
+            FileNotFoundError: The manifest or mixture does not exist.
+            ImportError: A remote URI's fsspec filesystem (e.g. s3fs) is not installed.
+        """
         if global_batch_size <= 0 or world_size <= 0 or not 0 <= rank < world_size:
             raise ValueError(
                 f"invalid rank {rank} / world_size {world_size} / global batch {global_batch_size}"
@@ -277,9 +342,15 @@ class Loader:
     # -- state -------------------------------------------------------------------------------------------
     @property
     def epoch_rows(self) -> int:
+        """Rows in one epoch of the global stream (the sum of the sources' per-epoch counts)."""
         return self.stream.epoch_rows
 
     def state_dict(self) -> dict[str, Any]:
+        """The position after the last batch handed out.
+
+        Returns:
+            ``{"format", "fingerprint", "seed", "epoch", "rows_consumed"}``: plain JSON-serialisable values.
+        """
         return {
             "format": STATE_FORMAT,
             "fingerprint": self.stream.fingerprint,
@@ -289,6 +360,16 @@ class Loader:
         }
 
     def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> None:
+        """Continue from a position saved by :meth:`state_dict`, possibly under another world size.
+
+        Args:
+            state: A dict returned by :meth:`state_dict`.
+            strict: If True, refuse a state saved for another stream (other data or seed).
+
+        Raises:
+            ValueError: ``state`` is not an fm_loader state, or ``strict`` and its fingerprint or seed
+                differ from this loader's.
+        """
         if state.get("format") != STATE_FORMAT:
             raise ValueError(f"not an fm_loader state: {state!r}")
         if strict and (state["fingerprint"] != self.stream.fingerprint or state["seed"] != self.seed):
@@ -329,7 +410,15 @@ class Loader:
         return self._assembler.assemble(self._refs(epoch, start))
 
     def batch_at(self, epoch: int, start: int) -> dict[str, torch.Tensor]:
-        """This rank's slice of the global batch that begins at global row ``start`` of ``epoch``."""
+        """Build one batch out of order, without changing the loader's position.
+
+        Args:
+            epoch: Epoch of the batch.
+            start: Global row of that epoch where the global batch begins.
+
+        Returns:
+            This rank's slice of that global batch (the same dict of tensors that iteration yields).
+        """
         return self._build(epoch, start)
 
     def _advance(self, epoch: int, start: int, batch: dict[str, torch.Tensor]) -> None:
@@ -345,6 +434,11 @@ class Loader:
         m.corrupt_rows_skipped = self._assembler.corrupt_rows_skipped
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+        """Yield this rank's batches from the current position to the end of the last epoch.
+
+        The state advances as each batch is handed out, so :meth:`state_dict` taken between batches resumes
+        right after the last one received.
+        """
         if self.num_workers > 0:
             return self._iter_workers()
         if self.prefetch > 0:
@@ -419,16 +513,30 @@ class Loader:
 
     # -- reporting ---------------------------------------------------------------------------------------
     def metrics(self) -> dict[str, float]:
-        """rows/s, tokens/s, bytes/s, input stall seconds and fraction, cache hits/misses, skipped rows."""
+        """Throughput and stall counters since construction or :meth:`reset_metrics`.
+
+        Returns:
+            Counts (``rows``, ``tokens``, ``bytes``, ``batches``, ``corrupt_rows_skipped``), rates
+            (``rows_per_s``, ``tokens_per_s``, ``bytes_per_s``), ``elapsed_s``, the time the trainer waited for
+            batches (``input_stall_s``, ``input_stall_fraction``) and the cache's ``cache_hits``,
+            ``cache_misses``, ``cache_bytes_downloaded`` and ``cache_evictions``.
+        """
         return self._metrics.snapshot(self.cache.stats)
 
     def reset_metrics(self) -> None:
+        """Start the counters of :meth:`metrics` afresh (the cache's counters keep running)."""
         self._metrics = LoaderMetrics()
 
     def __len__(self) -> int:
+        """Batches left from the current position to the end of the last epoch.
+
+        Raises:
+            ValueError: The loader is endless (``epochs=None``).
+        """
         return len(self._schedule())
 
     def close(self) -> None:
+        """Close the shards held open (memory maps and files)."""
         self._assembler.close()
 
     def __enter__(self) -> Loader:

@@ -16,7 +16,18 @@ from fm_loader.storage import read_bytes, resolve_uri, write_bytes_atomic
 
 @dataclass(frozen=True)
 class ShardEntry:
-    """One shard as listed in a manifest. ``index_path`` defaults to ``path`` with ``.tar`` -> ``.idx``."""
+    """One shard as listed in a manifest.
+
+    Attributes:
+        path: The tar, relative to the manifest's folder or an absolute path / URI.
+        sha256: SHA-256 of the tar (hex).
+        rows: Number of rows in the shard.
+        tokens: Number of tokens in the shard.
+        bytes: Size of the tar in bytes (0 if unknown).
+        index_path: The row index, like ``path``; empty means ``path`` with ``.tar`` replaced by ``.idx``.
+        index_sha256: SHA-256 of the row index (hex); when set, the loader verifies it.
+        max_docs_per_row: Largest number of document segments in one row (0 if unknown).
+    """
 
     path: str
     sha256: str
@@ -29,13 +40,23 @@ class ShardEntry:
 
     @property
     def resolved_index_path(self) -> str:
+        """``index_path``, or the default derived from ``path`` when it is empty."""
         if self.index_path:
             return self.index_path
         return self.path[: -len(".tar")] + ".idx" if self.path.endswith(".tar") else self.path + ".idx"
 
     @classmethod
     def from_info(cls, info: ShardInfo, folder: str = "") -> ShardEntry:
-        """Entry for a shard written by :func:`fm_loader.format.encode_shard` into ``folder``."""
+        """Entry for a shard written by :func:`fm_loader.format.encode_shard` into ``folder``.
+
+        Args:
+            info: The encoded shard's summary (``EncodedShard.info``).
+            folder: Where the shard's files were written, relative to the manifest (or absolute);
+                empty for the manifest's own folder.
+
+        Returns:
+            The entry, with ``path`` and ``index_path`` under ``folder``.
+        """
         prefix = folder.rstrip("/") + "/" if folder else ""
         return cls(
             path=prefix + info.tar_name,
@@ -51,7 +72,21 @@ class ShardEntry:
 
 @dataclass
 class DatasetManifest:
-    """A dataset's shards plus the facts a trainer pins: seq_len, vocabulary, tokenizer, code version."""
+    """A dataset's shards plus the facts a trainer pins: seq_len, vocabulary, tokenizer, code version.
+
+    Attributes:
+        name: Dataset name.
+        version: Dataset version (or partition).
+        seq_len: Row length of every shard.
+        vocab_size: Vocabulary size of every shard.
+        tokenizer_hash: Identifies the tokenizer the rows were made with (checked by the loader's pins).
+        code_version: Version of the code that made the dataset.
+        shards: The shards, in order.
+        format_version: Shard format version (:data:`fm_loader.format.FORMAT_VERSION`).
+        extra: Free-form JSON-serialisable metadata.
+        location: Where the manifest was loaded from or saved to; relative shard paths resolve against it.
+            Not serialised.
+    """
 
     name: str
     version: str
@@ -66,27 +101,34 @@ class DatasetManifest:
 
     @property
     def schema_fingerprint(self) -> str:
+        """Fingerprint of the row layout for this vocabulary size (stored in the JSON and checked on load)."""
         return schema_fingerprint(self.vocab_size)
 
     @property
     def rows(self) -> int:
+        """Rows over all shards."""
         return sum(s.rows for s in self.shards)
 
     @property
     def tokens(self) -> int:
+        """Tokens over all shards."""
         return sum(s.tokens for s in self.shards)
 
     @property
     def max_docs_per_row(self) -> int:
+        """Largest ``max_docs_per_row`` of the shards (0 when unknown or no shards)."""
         return max((s.max_docs_per_row for s in self.shards), default=0)
 
     def shard_uri(self, entry: ShardEntry) -> str:
+        """Path or URI of ``entry``'s tar, resolved against :attr:`location`."""
         return resolve_uri(self.location, entry.path)
 
     def index_uri(self, entry: ShardEntry) -> str:
+        """Path or URI of ``entry``'s row index, resolved against :attr:`location`."""
         return resolve_uri(self.location, entry.resolved_index_path)
 
     def to_json(self) -> str:
+        """Deterministic JSON (sorted keys, no timestamps) including the derived totals and fingerprint."""
         doc = {
             "code_version": self.code_version,
             "extra": self.extra,
@@ -105,6 +147,19 @@ class DatasetManifest:
 
     @classmethod
     def from_json(cls, text: str | bytes, location: str = "") -> DatasetManifest:
+        """Parse a manifest written by :meth:`to_json`.
+
+        Args:
+            text: The JSON document.
+            location: Where it came from; relative shard paths resolve against it.
+
+        Returns:
+            The manifest.
+
+        Raises:
+            ValueError: The stored schema fingerprint does not match this fm_loader's row format.
+            KeyError: A required field is missing.
+        """
         doc = json.loads(text)
         manifest = cls(
             name=doc["name"],
@@ -128,8 +183,27 @@ class DatasetManifest:
 
     @classmethod
     def load(cls, path_or_uri: str, storage_options: dict[str, Any] | None = None) -> DatasetManifest:
+        """Read a manifest from a local path or a remote URI.
+
+        Args:
+            path_or_uri: Local path, ``file://`` or fsspec URI (``s3://...``) of the manifest JSON.
+            storage_options: Passed to fsspec for remote URIs.
+
+        Returns:
+            The manifest, with :attr:`location` set to ``path_or_uri``.
+
+        Raises:
+            FileNotFoundError: No file at ``path_or_uri``.
+            ValueError: The schema fingerprint does not match (see :meth:`from_json`).
+        """
         return cls.from_json(read_bytes(path_or_uri, storage_options), location=str(path_or_uri))
 
     def save(self, path_or_uri: str, storage_options: dict[str, Any] | None = None) -> None:
+        """Write :meth:`to_json` atomically (temporary file and rename, or one PUT) and set :attr:`location`.
+
+        Args:
+            path_or_uri: Local path, ``file://`` or fsspec URI; local parent folders are created.
+            storage_options: Passed to fsspec for remote URIs.
+        """
         write_bytes_atomic(str(path_or_uri), self.to_json().encode(), storage_options)
         self.location = str(path_or_uri)

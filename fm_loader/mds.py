@@ -242,7 +242,13 @@ class MDSTextSource(Source):
     def __init__(
         self, uri: str, options: dict[str, Any], tokenizer_path: str, cache: ShardCache | None = None
     ):
-        from tokenizers import Tokenizer
+        try:
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            raise ImportError(
+                "MDS text sources tokenize with the 'tokenizers' package: "
+                "pip install 'fm-data-platform[mds-text]'"
+            ) from exc
 
         self.cache = cache or ShardCache()
         self.index = _MDSIndex(uri, self.cache)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from fm_loader.storage import CacheStats
+
 
 @dataclass
 class LoaderMetrics:
@@ -16,7 +18,7 @@ class LoaderMetrics:
     corrupt_rows_skipped: int = 0
     started: float = field(default_factory=time.perf_counter)
 
-    def snapshot(self, cache_stats: object | None = None) -> dict[str, float]:
+    def snapshot(self, cache_stats: CacheStats | None = None) -> dict[str, float]:
         elapsed = max(time.perf_counter() - self.started, 1e-9)
         out = {
             "rows": self.rows,

@@ -12,7 +12,21 @@ from fm_loader.storage import ShardCache, read_bytes
 def read_rows(
     manifest_path: str | DatasetManifest, limit: int | None = None, cache: ShardCache | None = None
 ) -> Iterator[tuple[PackedRow, str, int]]:
-    """Yield ``(row, shard_name, row_index)`` in manifest order, verifying each row's checksum."""
+    """Read rows in manifest order, without shuffling or batching (for demos, audits and peer checks).
+
+    Args:
+        manifest_path: A manifest path or URI, or a loaded :class:`~fm_loader.manifest.DatasetManifest`.
+        limit: Stop after this many rows (``None``: all rows).
+        cache: Cache for remote shards; a default :class:`~fm_loader.storage.ShardCache` if not given.
+
+    Yields:
+        ``(row, shard_name, row_index)``: the decoded :class:`~fm_loader.format.PackedRow`, the shard's name
+        (its tar file name without ``.tar``) and the row's index inside the shard.
+
+    Raises:
+        ValueError: A row fails its checksum (or the manifest is invalid).
+        fm_loader.format.CorruptIndexError: A row index is damaged.
+    """
     manifest = (
         manifest_path if isinstance(manifest_path, DatasetManifest) else DatasetManifest.load(manifest_path)
     )

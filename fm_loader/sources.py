@@ -31,9 +31,21 @@ logger = logging.getLogger(__name__)
 
 
 class CorruptRowError(RuntimeError):
-    """A row failed its checksum twice (read, then re-read)."""
+    """A row failed its checksum twice (read, then re-read), or a shard failed a whole-file check.
+
+    Attributes:
+        shard: Path or URI of the shard.
+        row: Row index inside the shard; -1 when the whole shard or its index is at fault.
+    """
 
     def __init__(self, shard: str, row: int, detail: str = "checksum mismatch") -> None:
+        """Build the error.
+
+        Args:
+            shard: Path or URI of the shard.
+            row: Row index inside the shard, or -1 for the whole shard.
+            detail: What was wrong.
+        """
         super().__init__(f"corrupt row {row} in shard {shard}: {detail}")
         self.shard = shard
         self.row = row
@@ -120,7 +132,9 @@ class TarShardRows(ShardRows):
         off = words[base + WORD_TOKENS_OFFSET] // isz
         chunk = self._tokens[off : off + n]
         want = words[base + WORD_TOKENS_CHECKSUM]
-        if xxhash.xxh3_64_intdigest(chunk) != want:  # row_checksum, without a Python call per row
+        # row_checksum, without a Python call per row. ndarray is a buffer, but numpy's stubs declare
+        # __buffer__ only for Python >= 3.12, so under 3.11 pyright does not see it as one.
+        if xxhash.xxh3_64_intdigest(chunk) != want:  # pyright: ignore[reportArgumentType]
             fresh = self._reread(off * isz, n * isz)
             if row_checksum(fresh) != want:
                 if not skip_corrupt:

@@ -12,7 +12,10 @@ import tempfile
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fsspec.core import OpenFile
 
 logger = logging.getLogger(__name__)
 
@@ -35,12 +38,36 @@ def resolve_uri(base: str, path: str) -> str:
     return os.path.normpath(os.path.join(os.path.dirname(local_path(base)), path))
 
 
-def read_bytes(uri: str, storage_options: dict[str, Any] | None = None) -> bytes:
-    """Whole file at ``uri``; ``storage_options`` go to fsspec for remote URIs (e.g. an S3 ``endpoint_url``)."""
-    if is_remote(uri):
-        import fsspec
+def _open_remote(uri: str, mode: str, storage_options: dict[str, Any] | None) -> OpenFile:
+    """``fsspec.open`` for one remote URI, with an install hint when the scheme's filesystem is missing."""
+    import fsspec
 
-        with fsspec.open(uri, "rb", **(storage_options or {})) as f:
+    try:
+        opened = fsspec.open(uri, mode, **(storage_options or {}))
+    except ImportError as exc:  # fsspec knows the scheme but its implementation (s3fs, gcsfs, ...) is absent
+        hint = " (pip install 'fm-data-platform[s3]')" if uri.startswith(("s3://", "s3a://")) else ""
+        raise ImportError(f"cannot open {uri}: {exc}{hint}") from exc
+    if not isinstance(opened, fsspec.core.OpenFile):  # one URL always gives one OpenFile
+        raise TypeError(f"fsspec.open({uri!r}) returned {type(opened).__name__}, not an OpenFile")
+    return opened
+
+
+def read_bytes(uri: str, storage_options: dict[str, Any] | None = None) -> bytes:
+    """Read a whole file.
+
+    Args:
+        uri: A local path, a ``file://`` URI or a remote URI that fsspec understands (``s3://``, ``gs://``, ...).
+        storage_options: Passed to fsspec for remote URIs, e.g. ``{"client_kwargs": {"endpoint_url": ...}}``.
+
+    Returns:
+        The file's bytes.
+
+    Raises:
+        FileNotFoundError: The file does not exist.
+        ImportError: The URI's fsspec filesystem is not installed (``s3://`` needs the ``s3`` extra).
+    """
+    if is_remote(uri):
+        with _open_remote(uri, "rb", storage_options) as f:
             return f.read()
     with open(local_path(uri), "rb") as f:
         return f.read()
@@ -49,9 +76,7 @@ def read_bytes(uri: str, storage_options: dict[str, Any] | None = None) -> bytes
 def write_bytes_atomic(uri: str, data: bytes, storage_options: dict[str, Any] | None = None) -> None:
     """Write to a temporary name, then rename (local) or a single PUT (object stores are atomic per object)."""
     if is_remote(uri):
-        import fsspec
-
-        with fsspec.open(uri, "wb", **(storage_options or {})) as f:
+        with _open_remote(uri, "wb", storage_options) as f:
             f.write(data)
         return
     path = local_path(uri)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Creates .venv with the project and its test tools; installs Java for Spark when it is missing.
+# Creates .venv with the project (pipeline extra) and its test tools; installs Java for Spark when it is missing.
 # Safe to re-run: every step is skipped when already done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,7 +12,8 @@ fi
 python -m pip install --quiet --upgrade pip
 # The CPU build of torch first, so nothing later pulls the multi-GB CUDA build.
 python -c "import torch" 2>/dev/null || python -m pip install --quiet "torch==2.13.0"
-python -m pip install --quiet -c scripts/constraints.txt -e ".[test]"
+# The pipeline and the test tools; the base install alone (no extras) is just the trainer-side fm_loader.
+python -m pip install --quiet -c scripts/constraints.txt -e ".[pipeline,test]"
 
 if ! command -v java >/dev/null 2>&1; then
   echo "setup: Java not found; installing openjdk-17-jre-headless for Spark" >&2
