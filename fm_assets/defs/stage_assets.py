@@ -61,7 +61,13 @@ def _metadata_value(value: Any) -> Any:
 
 def build_stage_asset(stage: Stage, pipeline_version: str) -> AssetsDefinition:
     specs = [
-        AssetCheckSpec(check.name, asset=stage.name, blocking=check.blocking, description=check.description)
+        AssetCheckSpec(
+            check.name,
+            asset=stage.name,
+            blocking=check.blocking,
+            description=check.description,
+            partitions_def=batch_partitions,  # results belong to the batch they checked (Checks tab per partition)
+        )
         for check in stage_checks(stage)
     ]
     deps = ([stage.upstream] if stage.upstream else []) + list(stage.side_input_assets)
