@@ -58,7 +58,7 @@ def test_new_batch_adds_exactly_its_rows_in_one_snapshot(views_run):
 def test_changed_batch_is_replaced_not_duplicated(views_run):
     before, after = views_run.states["second_batch"], views_run.states["batch_a_changed"]
     a, b, early = views_run.batch_a, views_run.batch_b, views_run.batch_early
-    new_version = read_ref(views_run.store, "decontaminate", a)["data_version"]
+    new_version = read_ref(views_run.store, "decontaminate", a).data_version
     assert before.versions[a] != new_version  # the setup really changed batch A's data version
     assert after.versions[a] == new_version
     assert after.versions[b] == before.versions[b]
