@@ -1,0 +1,58 @@
+"""The blocking contamination check catches eval text in decontaminate's output without re-scanning it all."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from fm_assets.engine.records import Counts, StageSuccess
+from fm_assets.engine.schemas import DOC_SCHEMA
+from fm_assets.engine.store import ObjectStore
+from fm_assets.side_inputs.eval_registry import EvalRegistry
+from fm_assets.stages.decontaminate import STAGE, check_no_contamination
+from fm_assets.transforms.text.decontam import load_eval_texts
+
+
+def doc(i: int, text: str) -> dict:
+    return {
+        "doc_id": f"d:{i}", "batch": "b", "source": "s", "license": "MIT", "namespace": "cloud",
+        "cas_hash": "0" * 64, "record_index": i, "url": None, "text": text, "lang": "en",
+        "lang_score": 1.0, "quality_score": 1.0, "pii_flags": None,
+    }  # fmt: skip
+
+
+def output_with(store: ObjectStore, texts: list[str], scanned: int | None = None) -> StageSuccess:
+    rel = "stages/decontaminate/b/k/part-u0.parquet"
+    store.local_path(rel).parent.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist([doc(i, t) for i, t in enumerate(texts)], schema=DOC_SCHEMA), store.local_path(rel))
+    n = len(texts)
+    return StageSuccess(
+        stage="decontaminate", batch="b", key="k", prefix="stages/decontaminate/b/k", code_version="v",
+        config={"enabled": True, "min_matches": 1},
+        inputs={"eval_index": EvalRegistry().index().fingerprint()}, data_version="x", units=["u0"],
+        parts=[rel], rejects=[], counts=Counts(n, n, 0, n, 0), rejects_by_reason={},
+        extra={"eval_scanned_docs": n if scanned is None else scanned}, artifacts={"eval_registry": None},
+        units_computed=1, units_skipped=0, seconds=0.0,
+    )  # fmt: skip
+
+
+CLEAN = "The quick brown fox jumps over the lazy dog while the river keeps flowing past the old mill. " * 3
+
+
+def test_clean_output_passes(tmp_path):
+    store = ObjectStore(str(tmp_path))
+    outcome = check_no_contamination(store, output_with(store, [CLEAN] * 5), STAGE)
+    assert outcome.passed and outcome.metadata["sample_rescanned"] == 5
+
+
+def test_eval_text_in_output_fails(tmp_path):
+    store = ObjectStore(str(tmp_path))
+    leaked = load_eval_texts()[0]["text"]
+    outcome = check_no_contamination(store, output_with(store, [CLEAN, leaked, CLEAN]), STAGE)
+    assert not outcome.passed and outcome.metadata["contaminated_in_sample"] == 1
+
+
+def test_documents_the_stage_did_not_scan_fail(tmp_path):
+    store = ObjectStore(str(tmp_path))
+    outcome = check_no_contamination(store, output_with(store, [CLEAN] * 3, scanned=2), STAGE)
+    assert not outcome.passed
