@@ -14,7 +14,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from fm_assets.sample_data import _apt_download, extract_html, iter_deb_files
+from fm_assets.sample_data.debian import _apt_download, iter_deb_files
+from fm_assets.sample_data.page_text import extract_html
 
 PACKAGE = "python3.11-doc"
 PAGES = ("controlflow", "datastructures", "errors", "classes", "inputoutput")

@@ -9,13 +9,13 @@ import tarfile
 import pytest
 
 from fm_assets.sample_data import (
-    _iter_deb_python,
     evenly_spaced,
     extract_html,
     extract_mallard,
     fetch_sample_data,
     iter_deb_files,
 )
+from fm_assets.sample_data.debian import _iter_deb_python
 
 KEYS = {"text", "url", "title", "lang_hint", "package", "license"}
 
