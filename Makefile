@@ -1,5 +1,5 @@
 # One command each: `make demo` (set up + run the main job), `make test` (set up + run the tests).
-.PHONY: setup demo test test-fast lint bench ui
+.PHONY: setup demo test test-fast lint format typecheck bench ui
 
 setup:
 	bash scripts/setup.sh
@@ -7,15 +7,22 @@ setup:
 demo: setup
 	.venv/bin/fm --root $${FM_ROOT:-./fm_data} demo
 
-test: setup
-	.venv/bin/ruff check .
+test: setup lint typecheck
 	.venv/bin/python -m pytest -q
 
 test-fast: setup
 	.venv/bin/python -m pytest -q -m "not slow"
 
 lint:
+	.venv/bin/ruff format --check .
 	.venv/bin/ruff check .
+
+format:
+	.venv/bin/ruff format .
+	.venv/bin/ruff check --fix .
+
+typecheck:
+	.venv/bin/pyright
 
 bench: setup
 	.venv/bin/python bench/pipeline.py
