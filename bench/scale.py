@@ -1,0 +1,226 @@
+"""Scale benchmark: end-to-end MB/s with 1 and 2 workers, per-stage fixed seconds vs seconds per MB, growth
+1x/2x/4x, a 100-doc batch end to end, step start-up seconds, and datatrove's equivalent text pipeline on the
+same documents in the same run. Prints one JSON object.
+
+    python bench/scale.py [--workdir DIR] [--docs-per-package N] [--skip-datatrove]
+
+Every pipeline run is a fresh ``fm run`` process on a fresh root (the tokenizer is pinned from a file trained
+once up front, so BPE training is not measured); CPU seconds are the child process tree's user+sys time.
+datatrove runs in its own venv (created under the workdir on first use) with its Gopher quality, C4 quality
+and Gopher repetition filters, its 4-step MinHash dedup and its HF-tokenizers DocumentTokenizer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PYTHON = sys.executable
+FM = [PYTHON, "-m", "fm_assets.cli.main"]
+
+
+def child_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def load_docs(workdir: Path, per_package: int) -> list[dict]:
+    from fm_assets.sample_data import fetch_sample_data
+
+    dest = workdir / "sample"
+    summary_file = dest / "summary.json"
+    if not summary_file.exists():
+        summary = fetch_sample_data(dest, max_docs=per_package, progress=False)
+        summary_file.write_text(json.dumps(summary))
+    docs = []
+    for path in sorted(dest.rglob("docs-*.jsonl")):
+        docs += [json.loads(line) for line in path.read_text().splitlines()]
+    return docs
+
+
+def write_corpus(path: Path, docs: list[dict]) -> float:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps({"text": d["text"], "url": d["url"]}) + "\n" for d in docs))
+    return path.stat().st_size / 1e6
+
+
+def train_tokenizer(workdir: Path, docs: list[dict]) -> Path:
+    from fm_assets.engine.store import ObjectStore
+    from fm_assets.side_inputs.tokenizer import TokenizerRegistry
+
+    out = workdir / "tokenizer.json"
+    if not out.exists():
+        registry = TokenizerRegistry(ObjectStore(str(workdir / "tok")))
+        sha = registry.train_bpe((d["text"] for d in docs), vocab_size=8192)
+        out.write_bytes(registry.store.read_bytes(f"tokenizers/{sha}.json"))
+    return out
+
+
+def fm_env(root: Path, tokenizer: Path, workers: int) -> dict[str, str]:
+    return {
+        **os.environ,
+        "FM_ROOT": str(root),
+        "DAGSTER_HOME": str(root / "dagster_home"),
+        "FM_TOKENIZER_FILE": str(tokenizer),
+        "FM_WORKERS": str(workers),
+        "FM_PROGRESS": "0",
+    }
+
+
+def land(root: Path, corpus: Path, source: str, env: dict[str, str]) -> None:
+    subprocess.run([*FM, "land", str(corpus), "--source", source, "--license", "CC-BY-SA-3.0"],
+                   env=env, check=True, capture_output=True)  # fmt: skip
+
+
+def run_pipeline(root: Path, env: dict[str, str]) -> dict:
+    """One ``fm run`` (all landed batches + release); wall, CPU and the per-stage report."""
+    cpu_before = child_cpu()
+    started = time.perf_counter()
+    proc = subprocess.run([*FM, "run"], env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise RuntimeError(f"fm run failed:\n{proc.stderr[-3000:]}")
+    report = subprocess.run([*FM, "report", "--json"], env=env, capture_output=True, text=True, check=True)
+    return {"wall_s": wall, "cpu_s": child_cpu() - cpu_before, "stages": json.loads(report.stdout)}
+
+
+def start_up_seconds(env: dict[str, str]) -> float:
+    """What a fresh process pays before a step can run: importing the code location and building Definitions."""
+    code = "import fm_assets.definitions"
+    started = time.perf_counter()
+    subprocess.run([PYTHON, "-c", code], env=env, check=True, capture_output=True)
+    return time.perf_counter() - started
+
+
+def pipeline_case(workdir: Path, name: str, docs: list[dict], tokenizer: Path, workers: int) -> dict:
+    root = workdir / "roots" / name
+    subprocess.run(["rm", "-rf", str(root)], check=True)
+    env = fm_env(root, tokenizer, workers)
+    mb = write_corpus(workdir / "corpora" / f"{name}.jsonl", docs)
+    land(root, workdir / "corpora" / f"{name}.jsonl", name.replace("_", "-"), env)
+    result = run_pipeline(root, env)
+    per_stage = {}
+    for row in result.pop("stages"):
+        per_stage[row["stage"]] = per_stage.get(row["stage"], 0.0) + (row["wall_seconds"] or 0.0)
+    return {"docs": len(docs), "mb": round(mb, 3), "workers": workers, **result, "stage_wall_s": per_stage,
+            "mb_per_s": round(mb / result["wall_s"], 4), "docs_per_cpu_s": round(len(docs) / result["cpu_s"], 2)}  # fmt: skip
+
+
+def linear_fit(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """Least squares y = a + b x: (fixed seconds, seconds per MB)."""
+    n = len(points)
+    mean_x = sum(x for x, _ in points) / n
+    mean_y = sum(y for _, y in points) / n
+    var = sum((x - mean_x) ** 2 for x, _ in points) or 1e-12
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / var
+    return mean_y - slope * mean_x, slope
+
+
+DATATROVE_SCRIPT = """
+import sys, time
+from datatrove.executor import LocalPipelineExecutor
+from datatrove.pipeline.dedup import MinhashDedupBuckets, MinhashDedupCluster, MinhashDedupFilter, MinhashDedupSignature
+from datatrove.pipeline.dedup.minhash import MinhashConfig
+from datatrove.pipeline.filters import C4QualityFilter, GopherQualityFilter, GopherRepetitionFilter
+from datatrove.pipeline.readers import JsonlReader
+from datatrove.pipeline.tokens import DocumentTokenizer
+from datatrove.pipeline.writers import JsonlWriter
+
+corpus, work, tokenizer = sys.argv[1], sys.argv[2], sys.argv[3]
+cfg = MinhashConfig()
+def run(steps):
+    LocalPipelineExecutor(pipeline=steps, tasks=1, workers=1, logging_dir=f"{work}/logs/{len(steps)}-{time.time()}").run()
+run([JsonlReader(corpus, glob_pattern="*.jsonl"), GopherRepetitionFilter(), GopherQualityFilter(), C4QualityFilter(),
+     JsonlWriter(f"{work}/filtered"), MinhashDedupSignature(f"{work}/sigs", config=cfg)])
+LocalPipelineExecutor(pipeline=[MinhashDedupBuckets(f"{work}/sigs", f"{work}/buckets", config=cfg)], tasks=cfg.num_buckets,
+                      workers=1, logging_dir=f"{work}/logs/buckets").run()
+run([MinhashDedupCluster(f"{work}/buckets", f"{work}/remove_ids", config=cfg)])
+run([JsonlReader(f"{work}/filtered"), MinhashDedupFilter(f"{work}/remove_ids"),
+     DocumentTokenizer(f"{work}/tokens", tokenizer_name_or_path=tokenizer, eos_token="<|endoftext|>")])
+"""
+
+
+def datatrove_case(workdir: Path, docs: list[dict], tokenizer: Path) -> dict:
+    venv = workdir / ".venv-datatrove"
+    if not (venv / "bin" / "python").exists():
+        subprocess.run([PYTHON, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "datatrove[io,processing]", "orjson", "spacy"], check=True)
+    corpus_dir = workdir / "datatrove_in"
+    corpus_dir.mkdir(parents=True, exist_ok=True)
+    write_corpus(corpus_dir / "docs.jsonl", docs)
+    with tempfile.TemporaryDirectory(dir=workdir) as work:
+        cpu_before = child_cpu()
+        started = time.perf_counter()
+        proc = subprocess.run([str(venv / "bin" / "python"), "-c", DATATROVE_SCRIPT, str(corpus_dir), work, str(tokenizer)],
+                              capture_output=True, text=True)  # fmt: skip
+        wall = time.perf_counter() - started
+        if proc.returncode != 0:
+            raise RuntimeError(f"datatrove failed:\n{proc.stderr[-3000:]}")
+    cpu = child_cpu() - cpu_before
+    return {"docs": len(docs), "wall_s": wall, "cpu_s": cpu, "docs_per_cpu_s": round(len(docs) / cpu, 2)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workdir", type=Path, default=REPO / "bench" / "results" / "scale")
+    parser.add_argument("--docs-per-package", type=int, default=1500)
+    parser.add_argument("--skip-datatrove", action="store_true")
+    args = parser.parse_args()
+    workdir: Path = args.workdir.resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+
+    docs = load_docs(workdir, args.docs_per_package)
+    tokenizer = train_tokenizer(workdir, docs)
+    quarter = len(docs) // 4
+    growth = {f"{k}x": pipeline_case(workdir, f"growth_{k}x", docs[: quarter * k], tokenizer, workers=2)
+              for k in (1, 2, 4)}  # fmt: skip
+    one_worker = pipeline_case(workdir, "workers_1", docs[: quarter * 2], tokenizer, workers=1)
+
+    # a 100-doc batch landed into a root whose earlier batch already ran (warm: tokenizer pinned, caches hot)
+    warm_root = workdir / "roots" / "growth_1x"
+    env = fm_env(warm_root, tokenizer, 2)
+    write_corpus(workdir / "corpora" / "small.jsonl", docs[-100:])
+    land(warm_root, workdir / "corpora" / "small.jsonl", "small-batch", env)
+    small = run_pipeline(warm_root, env)
+    small.pop("stages")
+
+    stages = sorted({s for case in growth.values() for s in case["stage_wall_s"]})
+    fits = {}
+    for stage in stages:
+        fixed, per_mb = linear_fit([(case["mb"], case["stage_wall_s"].get(stage, 0.0)) for case in growth.values()])
+        fits[stage] = {"fixed_s": round(fixed, 3), "s_per_mb": round(per_mb, 3)}
+    result = {
+        "docs_total": len(docs),
+        "growth": growth,
+        "workers_1_vs_2": {
+            "mb_per_s_1": one_worker["mb_per_s"],
+            "mb_per_s_2": growth["2x"]["mb_per_s"],
+            "speedup": round(growth["2x"]["mb_per_s"] / one_worker["mb_per_s"], 3),
+            "target": ">= 1.8",
+        },
+        "growth_4x_time_ratio": round(growth["4x"]["wall_s"] / growth["1x"]["wall_s"], 3),
+        "growth_target": "4x data <= 4.4x time",
+        "stage_fixed_vs_per_mb": fits,
+        "small_batch_100_docs_warm_s": round(small["wall_s"], 2),
+        "small_batch_target": "< 10 s",
+        "step_start_up_s": round(start_up_seconds(env), 2),
+    }
+    if not args.skip_datatrove:
+        peer = datatrove_case(workdir, docs[: quarter * 2], tokenizer)
+        ours = growth["2x"]["docs_per_cpu_s"]
+        result["datatrove"] = {**peer, "ours_docs_per_cpu_s": ours, "ratio": round(ours / peer["docs_per_cpu_s"], 3),
+                               "target": ">= 3"}  # fmt: skip
+    json.dump(result, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()
