@@ -3,31 +3,140 @@
 The tokenizer is a side input: the ``tokenizer`` asset pins it by the sha256 of its ``tokenizer.json``,
 and this stage only reads the pin. That hash is an input of the stage key, so a new tokenizer recomputes
 tokenize and everything after it, nothing before it. The file is parsed once per partition.
+
+Encoding runs on the fastest backend that gives the pinned tokenizer's HF ids exactly
+(``transforms.tokens.encoder.build_encoder``, chosen once per partition in ``prepare``): fastokens,
+gigatoken or tiktoken where they reproduce the tokenizer.json, HF ``tokenizers`` otherwise. The ids are the
+same by contract, so the backend is not in the stage key; it is recorded per unit (``extra["encoder"]``) and
+in the artifacts, and the blocking ``hf_reencode_sample`` check re-encodes a deterministic sample of every
+unit with HF and fails on any difference.
 """
 
 from __future__ import annotations
 
+import time
+from collections import Counter
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
-from fm_assets.engine.records import UnitMarker
-from fm_assets.engine.stage import SideInputs, Stage, StageContext, UnitContext, UnitResult
-from fm_assets.side_inputs.tokenizer import PinnedTokenizer, pinned_tokenizer
+from fm_assets.engine import layout
+from fm_assets.engine.checks import CheckOutcome, StageCheck
+from fm_assets.engine.records import StageSuccess, UnitMarker
+from fm_assets.engine.stage import SideInputs, Stage, StageContext, UnitContext, UnitResult, WorkUnit
+from fm_assets.engine.store import ObjectStore, iter_parquet_batches
+from fm_assets.side_inputs.tokenizer import PinnedTokenizer, TokenizerRegistry, pinned_tokenizer
+from fm_assets.transforms.tokens.encoder import EncoderChoice, HFEncoder, build_encoder
+from fm_assets.transforms.tokens.flat import Flat, append_token, doc, select_docs
 from fm_assets.transforms.tokens.schemas import PROVENANCE_FIELDS, TOKENS_SCHEMA, token_list_array
 
 ENCODE_BATCH_DOCS = 1024
 PROVENANCE_NAMES = [f.name for f in PROVENANCE_FIELDS]
+CHECK_SAMPLE_PER_UNIT = 32  # documents per unit re-encoded with HF by the check (plus the unit's longest)
+
+
+def sample_positions(rows: int, count: int) -> list[int]:
+    """``count`` evenly spaced row positions out of ``rows`` (all of them when there are fewer)."""
+    return sorted({(i * rows) // count for i in range(min(count, rows))})
+
+
+def _unit_sample(
+    store: ObjectStore, success: StageSuccess, unit: str
+) -> tuple[dict[str, np.ndarray], dict[str, str], str]:
+    """(doc_id -> stored ids, doc_id -> upstream text, encoder) for one unit's sampled documents.
+
+    The unit marker names the upstream parts the unit read, so the texts come from exactly those files.
+    """
+    marker = UnitMarker.from_json(store.read_json(layout.unit_marker(success.prefix, unit)))
+    parts = [layout.in_output(success.prefix, name) for name in marker.parts]
+    lengths = []
+    for part in parts:
+        with store.open(part) as handle:
+            lengths.append(pq.read_table(handle, columns=["n_tokens"])["n_tokens"].to_numpy())
+    n_tokens = np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int32)
+    wanted = set(sample_positions(len(n_tokens), CHECK_SAMPLE_PER_UNIT))
+    if len(n_tokens):
+        wanted.add(int(np.argmax(n_tokens)))
+    stored: dict[str, np.ndarray] = {}
+    position = 0
+    for part in parts:
+        for batch in iter_parquet_batches(store, part, columns=["doc_id", "tokens"]):
+            for offset in (p - position for p in wanted if position <= p < position + batch.num_rows):
+                stored[batch["doc_id"][offset].as_py()] = batch["tokens"][offset].values.to_numpy()
+            position += batch.num_rows
+    texts: dict[str, str] = {}
+    for part in marker.inputs:
+        for batch in iter_parquet_batches(store, part, columns=["doc_id", "text"]):
+            for i in np.flatnonzero(
+                pc.is_in(batch["doc_id"], pa.array(list(stored), pa.string())).to_numpy(False)
+            ):
+                texts[batch["doc_id"][int(i)].as_py()] = batch["text"][int(i)].as_py()
+    return stored, texts, str(marker.extra.get("encoder", "unrecorded"))
+
+
+def check_hf_reencode_sample(store: ObjectStore, success: StageSuccess, stage: Any) -> CheckOutcome:
+    """Re-encode a deterministic sample of every unit with HF ``tokenizers``; any difference fails.
+
+    Per unit: ``CHECK_SAMPLE_PER_UNIT`` evenly spaced documents and the unit's longest one, their texts read
+    from the upstream parts the unit marker names, encoded with the pinned tokenizer loaded afresh from the
+    registry (EOS appended as the stage does) and compared with the ids the stage wrote.
+    """
+    pinned = TokenizerRegistry(store).get(success.inputs["tokenizer"])
+    reference = HFEncoder(pinned.tokenizer)
+    eos = success.config["eos_id"] if success.config.get("add_eos") else None
+    sampled = mismatched = missing = 0
+    first: dict[str, Any] | None = None
+    encoders: Counter[str] = Counter()
+    for unit in success.units:
+        stored, texts, encoder = _unit_sample(store, success, unit)
+        encoders[encoder] += 1
+        doc_ids = [doc_id for doc_id in stored if doc_id in texts]
+        missing += len(stored) - len(doc_ids)
+        expected: Flat = reference.encode_flat([texts[doc_id] for doc_id in doc_ids])
+        if eos is not None:
+            expected = append_token(expected, eos)
+        for i, doc_id in enumerate(doc_ids):
+            sampled += 1
+            want, got = doc(expected, i), stored[doc_id]
+            if np.array_equal(want, got):
+                continue
+            mismatched += 1
+            if first is None:
+                n = min(len(want), len(got))
+                at = int(np.flatnonzero(want[:n] != got[:n])[0]) if np.any(want[:n] != got[:n]) else n
+                first = {"unit": unit, "doc_id": doc_id, "encoder": encoder, "token_index": at,
+                         "hf_tokens": len(want), "stored_tokens": len(got)}  # fmt: skip
+    return CheckOutcome(
+        mismatched == 0 and missing == 0,
+        {
+            "units": len(success.units),
+            "sampled_docs": sampled,
+            "mismatched_docs": mismatched,
+            "texts_not_found_upstream": missing,
+            "encoders_by_unit": dict(sorted(encoders.items())),
+            "first_mismatch": first,
+        },
+        "a deterministic sample of every unit re-encoded with HF tokenizers has exactly the stored ids",
+    )
 
 
 class TokenizeStage(Stage):
     name = "tokenize"
-    code_version = "tokenize-v1"
+    code_version = "tokenize-v1"  # the encoder backend changes no id (checked), so no new key
     upstream = "decontaminate"
     description = "Token ids per document with the pinned tokenizer; EOS appended."
     output_schema = TOKENS_SCHEMA
     side_input_assets = ("tokenizer",)
+    checks = (
+        StageCheck(
+            "hf_reencode_sample",
+            "a sample of every unit re-encoded with HF tokenizers matches the stored ids",
+            check_hf_reencode_sample,
+        ),
+    )
 
     def side_inputs(self, ctx: StageContext) -> SideInputs:
         pinned = pinned_tokenizer(ctx.store)
@@ -35,46 +144,68 @@ class TokenizeStage(Stage):
 
     def config(self, ctx: StageContext) -> dict[str, Any]:
         pinned: PinnedTokenizer = ctx.side.data
-        return {"add_eos": pinned.eos_id is not None, "eos_id": pinned.eos_id, "vocab_size": pinned.vocab_size}
+        return {
+            "add_eos": pinned.eos_id is not None,
+            "eos_id": pinned.eos_id,
+            "vocab_size": pinned.vocab_size,
+        }
+
+    def prepare(self, ctx: StageContext, units: list[WorkUnit], output_prefix: str) -> EncoderChoice:
+        pinned: PinnedTokenizer = ctx.side.data
+        return build_encoder(pinned.tokenizer)
 
     def process(self, unit: UnitContext) -> UnitResult:
         pinned: PinnedTokenizer = unit.partition.side.data
+        choice: EncoderChoice = unit.prepared
         records_in = tokens_total = bytes_in = 0
+        encode_seconds = 0.0
         for part in unit.unit.inputs:
             for record_batch in unit.iter_batches(part, batch_size=ENCODE_BATCH_DOCS):
                 texts = record_batch["text"].to_pylist()
                 records_in += len(texts)
-                bytes_in += sum(len(t.encode("utf-8")) for t in texts)
-                encodings = pinned.tokenizer.encode_batch_fast(texts, add_special_tokens=False)
-                ids = [np.asarray(e.ids, dtype=np.uint32) for e in encodings]
+                bytes_in += int(pc.sum(pc.binary_length(record_batch["text"])).as_py() or 0)
+                started = time.perf_counter()
+                encoded = choice.encoder.encode_flat(texts)
+                encode_seconds += time.perf_counter() - started
                 if pinned.eos_id is not None:
-                    ids = [np.append(doc, np.uint32(pinned.eos_id)) for doc in ids]
-                lengths = np.fromiter((len(doc) for doc in ids), dtype=np.int64, count=len(ids))
-                empty = [i for i, text in enumerate(texts) if not text.strip()]
-                keep = np.ones(len(ids), dtype=bool)
-                keep[empty] = False
-                if empty:
+                    encoded = append_token(encoded, pinned.eos_id)
+                keep = np.fromiter((bool(t) and not t.isspace() for t in texts), dtype=bool, count=len(texts))
+                if not keep.all():
                     rows = record_batch.to_pylist()
-                    for i in empty:
+                    for i in np.flatnonzero(~keep):
                         unit.reject(rows[i], "empty_after_tokenize")
-                kept_ids = [doc for doc, k in zip(ids, keep, strict=True) if k]
-                kept_lengths = lengths[keep]
-                offsets = np.zeros(len(kept_ids) + 1, dtype=np.int64)
-                np.cumsum(kept_lengths, out=offsets[1:])
-                values = np.concatenate(kept_ids) if kept_ids else np.zeros(0, dtype=np.uint32)
+                values, offsets = select_docs(encoded, keep)
+                lengths = np.diff(offsets)
                 provenance = record_batch.select(PROVENANCE_NAMES).filter(pa.array(keep))
                 table = (
                     pa.Table.from_batches([provenance])
-                    .append_column("n_tokens", pa.array(kept_lengths.astype(np.int32)))
+                    .append_column("n_tokens", pa.array(lengths.astype(np.int32)))
                     .append_column("tokens", token_list_array(values, offsets))
                 )
                 unit.writer.write_table(table)
-                tokens_total += int(kept_lengths.sum())
-        return UnitResult(records_in=records_in, extra={"tokens": tokens_total, "bytes_in": bytes_in})
+                tokens_total += int(lengths.sum())
+        return UnitResult(
+            records_in=records_in,
+            extra={
+                "tokens": tokens_total,
+                "bytes_in": bytes_in,
+                "encoder": choice.backend,
+                "encode_seconds": round(encode_seconds, 4),
+            },
+        )
 
-    def complete(self, ctx: StageContext, prepared: Any, output_prefix: str, markers: list[UnitMarker]) -> dict[str, Any]:
+    def complete(
+        self, ctx: StageContext, prepared: Any, output_prefix: str, markers: list[UnitMarker]
+    ) -> dict[str, Any]:
         pinned: PinnedTokenizer = ctx.side.data
-        return {"tokenizer_sha256": pinned.sha256, "vocab_size": pinned.vocab_size, "eos_id": pinned.eos_id}
+        choice: EncoderChoice = prepared
+        units_by_encoder = Counter(str(m.extra.get("encoder", "unrecorded")) for m in markers)
+        return {
+            "tokenizer_sha256": pinned.sha256,
+            "vocab_size": pinned.vocab_size,
+            "eos_id": pinned.eos_id,
+            "encoder": {**choice.describe(), "units": dict(sorted(units_by_encoder.items()))},
+        }
 
 
 STAGE = TokenizeStage()

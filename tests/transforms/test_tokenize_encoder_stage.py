@@ -1,0 +1,147 @@
+"""The tokenize stage on the fast encoder: the same files (so the same data version) as on HF, the backend
+recorded, and the blocking ``hf_reencode_sample`` check failing as soon as stored ids differ from HF's."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from tokenizers import Tokenizer
+
+from fm_assets.engine import layout
+from fm_assets.engine.records import Counts, StageSuccess
+from fm_assets.engine.refs import write_ref
+from fm_assets.engine.run import StageOutcome, run_stage
+from fm_assets.engine.schemas import DOC_SCHEMA
+from fm_assets.engine.stage import StageContext
+from fm_assets.engine.store import ObjectStore
+from fm_assets.settings import PipelineSettings
+from fm_assets.side_inputs.tokenizer import TokenizerRegistry
+from fm_assets.stages import tokenize as tokenize_module
+from fm_assets.stages.tokenize import STAGE, check_hf_reencode_sample
+from fm_assets.transforms.tokens.encoder import HF, EncoderChoice, HFEncoder, build_encoder
+from fm_assets.transforms.tokens.flat import Flat
+
+BATCH = "20250101T000000Z-test"
+UNITS = 3
+
+
+def doc_row(i: int, text: str) -> dict:
+    return {
+        "doc_id": f"{i:016x}:{i}", "batch": BATCH, "source": "s", "license": "MIT", "namespace": "cloud",
+        "cas_hash": f"{i:064x}", "record_index": i, "url": None, "text": text, "lang": "en",
+        "lang_score": 1.0, "quality_score": 1.0, "pii_flags": None,
+    }  # fmt: skip
+
+
+def upstream_texts(real_sample: dict) -> list[str]:
+    texts = []
+    for path in sorted(Path(real_sample["dest"]).rglob("*.jsonl")):
+        texts += [json.loads(line)["text"] for line in path.read_text().splitlines()]
+    # documents that are empty after tokenize, and a few adversarial ones
+    return [*texts, "", "   \n\t ", "x<|endoftext|>y", "  two  spaces  ", "😀👍🏽 東京 ٣٤"]
+
+
+def write_decontaminate_output(store: ObjectStore, texts: Sequence[str]) -> None:
+    """A committed decontaminate output of ``UNITS`` parts holding ``texts``, with its ref."""
+    prefix = layout.stage_output("decontaminate", BATCH, "k")
+    parts = []
+    for unit in range(UNITS):
+        rows = [doc_row(i, texts[i]) for i in range(unit, len(texts), UNITS)]
+        rel = layout.in_output(prefix, layout.part_name(f"u{unit}"))
+        store.local_path(rel).parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.Table.from_pylist(rows, schema=DOC_SCHEMA), store.local_path(rel))
+        parts.append(rel)
+    n = len(texts)
+    success = StageSuccess(
+        stage="decontaminate", batch=BATCH, key="k", prefix=prefix, code_version="v", config={}, inputs={},
+        data_version="upstream-dv", units=[f"u{u}" for u in range(UNITS)], parts=parts, rejects=[],
+        counts=Counts(n, n, 0, n, 0), rejects_by_reason={}, extra={}, artifacts={}, units_computed=UNITS,
+        units_skipped=0, seconds=0.0,
+    )  # fmt: skip
+    store.write_json(layout.success_marker(prefix), success.to_json())
+    write_ref(store, "decontaminate", BATCH, success, cache_hit=False, wall_seconds=0.0)
+
+
+def tokenize(root: Path, texts: Sequence[str], tokenizer_file: Path) -> tuple[ObjectStore, StageOutcome]:
+    store = ObjectStore(str(root))
+    write_decontaminate_output(store, texts)
+    registry = TokenizerRegistry(store)
+    registry.pin(registry.register_file(tokenizer_file), origin="test")
+    return store, run_stage(STAGE, StageContext(store, BATCH, PipelineSettings(progress=False)))
+
+
+def part_bytes(store: ObjectStore, outcome: StageOutcome) -> list[bytes]:
+    return [store.read_bytes(rel) for rel in [*outcome.success.parts, *outcome.success.rejects]]
+
+
+@pytest.fixture(scope="module")
+def texts(real_sample) -> list[str]:
+    return upstream_texts(real_sample)
+
+
+def test_fast_encoder_writes_the_hf_output_and_the_check_passes(tmp_path, monkeypatch, texts, tokenizer_file):
+    fast_store, fast = tokenize(tmp_path / "fast", texts, tokenizer_file)
+    backend = fast.success.artifacts["encoder"]["backend"]
+    assert backend == build_encoder(Tokenizer.from_file(str(tokenizer_file))).backend
+    markers = [fast_store.read_json(layout.unit_marker(fast.prefix, unit)) for unit in fast.success.units]
+    assert {m["extra"]["encoder"] for m in markers} == {backend}
+    assert fast.success.artifacts["encoder"]["units"] == {backend: UNITS}
+    assert fast.success.rejects_by_reason == {"empty_after_tokenize": 2}
+
+    monkeypatch.setattr(tokenize_module, "build_encoder", lambda tokenizer: build_encoder(tokenizer, (HF,)))
+    hf_store, hf = tokenize(tmp_path / "hf", texts, tokenizer_file)
+    assert hf.success.artifacts["encoder"]["backend"] == HF
+    assert hf.key == fast.key  # the backend is not in the key ...
+    assert hf.data_version == fast.data_version  # ... because the files are the same bytes
+    assert part_bytes(hf_store, hf) == part_bytes(fast_store, fast)
+
+    outcome = check_hf_reencode_sample(fast_store, fast.success, STAGE)
+    assert outcome.passed, outcome.metadata
+    assert outcome.metadata["mismatched_docs"] == 0 and outcome.metadata["texts_not_found_upstream"] == 0
+    assert outcome.metadata["sampled_docs"] >= UNITS * 30
+    assert outcome.metadata["encoders_by_unit"] == {backend: UNITS}
+
+
+class OffByOneOnLongest:
+    """HF ids, except that the longest document of each batch gets one token changed in the middle."""
+
+    backend = "off-by-one"
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self._hf = HFEncoder(tokenizer)
+
+    def encode_flat(self, texts: Sequence[str]) -> Flat:
+        values, offsets = self._hf.encode_flat(texts)
+        values = values.copy()
+        longest = max(range(len(texts)), key=lambda i: offsets[i + 1] - offsets[i])
+        middle = (offsets[longest] + offsets[longest + 1]) // 2
+        values[middle] = (values[middle] + 1) % 1000
+        return values, offsets
+
+
+def test_check_fails_when_the_encoder_differs_from_hf(tmp_path, monkeypatch, texts, tokenizer_file):
+    monkeypatch.setattr(
+        tokenize_module, "build_encoder", lambda tokenizer: EncoderChoice(OffByOneOnLongest(tokenizer), "test")
+    )
+    store, outcome = tokenize(tmp_path / "root", texts, tokenizer_file)
+    result = check_hf_reencode_sample(store, outcome.success, STAGE)
+    assert not result.passed
+    assert result.metadata["mismatched_docs"] == UNITS  # the longest document of every unit is always sampled
+    first = result.metadata["first_mismatch"]
+    assert first["encoder"] == "off-by-one" and first["hf_tokens"] == first["stored_tokens"]
+    assert 0 < first["token_index"] < first["hf_tokens"] - 1
+    assert [c.name for c in STAGE.checks] == ["hf_reencode_sample"] and STAGE.checks[0].blocking
+
+
+def test_check_fails_when_sampled_text_is_missing_upstream(tmp_path, texts, tokenizer_file):
+    store, outcome = tokenize(tmp_path / "root", texts[:40], tokenizer_file)
+    upstream = store.read_json(layout.unit_marker(outcome.prefix, outcome.success.units[0]))["inputs"][0]
+    table = pq.read_table(store.local_path(upstream))
+    pq.write_table(table.slice(1), store.local_path(upstream))  # the first document's text is gone
+    result = check_hf_reencode_sample(store, outcome.success, STAGE)
+    assert not result.passed and result.metadata["texts_not_found_upstream"] == 1
