@@ -109,8 +109,10 @@ class Settings(PipelineSettings, BaseSettings):
         problems = []
         if not self.is_remote:
             problems.append(f"FM_ROOT={self.root} is a local folder; prod needs shared storage (s3://bucket/prefix)")
-        if self.iceberg_catalog_type == "sql" and not self.iceberg_uri:
-            problems.append("FM_ICEBERG_URI is not set; prod needs a catalog database or a REST/Glue catalog")
+        if self.iceberg_catalog_type in ("sql", "rest") and not self.iceberg_uri:
+            problems.append(
+                f"FM_ICEBERG_URI is not set; prod's {self.iceberg_catalog_type} catalog needs one (or use a Glue catalog)"
+            )
         if problems:
             raise SettingsError("FM_PROFILE=prod is not usable: " + "; ".join(problems))
 
