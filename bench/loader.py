@@ -1,27 +1,57 @@
-"""Benchmark fm_loader against webdataset, a plain memory copy and MosaicML StreamingDataset (same tokens).
+"""Benchmark fm_loader against its peers on the same rows, in one run; prints one JSON object.
 
-Prints one JSON object. Usage: ``python bench/loader.py [--rows 16384] [--seq-len 2048] [--shards 64]``.
-Throughput is measured from page cache (every reader gets one warm-up pass first); each timing is the best of
-``--repeats`` runs, so that other processes on the machine distort it less.
+Usage: ``python bench/loader.py [--rows 16384] [--seq-len 2048] [--shards 64] [--batch 64] [--repeats 7]``.
 
-Two denominators are reported for fm_loader:
+Readers, each over the same ``rows x seq_len`` uint16 tokens, from page cache (one warm-up pass each first):
 
-* ``bytes_per_s``: shard token bytes read per second (uint16 ids: 2 bytes a token), the unit shared with
-  webdataset and memcpy (``fraction_of_memcpy`` compares these);
-* ``output_bytes_per_s``: bytes of the batch tensors produced per second (input_ids, labels int64,
-  loss_mask, position/segment ids, ...: about 21 bytes a token with int32 input_ids, 25 with int64), and
-  ``output_fraction_of_memcpy`` compares that with memcpy.
+* ``fm_loader``: an epoch of ``Loader(..., prefetch=0)``: shuffled, checksummed, and every batch the full dict
+  (input_ids, labels, loss_mask, position_ids, segment_ids, cu_seqlens, num_docs, valid_token_count,
+  sample_ids); also with int64 ``input_ids`` and with the prefetch thread;
+* ``webdataset``: ``wds.WebDataset`` over the same tars, each sample's tokens decoded (no batching);
+* ``mosaic_streaming``: MosaicML ``StreamingDataset`` over the same rows written as MDS (``ndarray:uint16``),
+  read in order by index (its fastest path here; no shuffling, no batching);
+* ``memcpy``: one ``np.copyto`` of all the token bytes.
+
+Timing: the readers are run in rounds, one pass of each per round in turn, for ``--repeats`` rounds. Every ratio
+is computed within a round (so that a burst of load on a shared machine hits both sides of it) and the median
+over the rounds is reported, with the median and best seconds of each reader. ``load_avg`` shows how busy the
+machine was.
+
+Units: ``bytes_per_s`` is shard token bytes per second (2 bytes a token), the unit shared by every reader;
+``fraction_of_memcpy`` compares fm_loader's (full batch dicts) with memcpy's. ``output_bytes_per_s`` counts
+the bytes of the batch tensors fm_loader produced (about 21 bytes a token with int32 ``input_ids``).
+
+Start-up: ``startup`` builds ``Loader`` on manifests of 10k and 100k shards and plans the first batch (no shard
+I/O: the shards do not exist), and on a 100k-shard manifest whose entries all name real shard files builds the
+``Loader`` and its first batch.
+
+MosaicML streaming pins versions that may not fit this environment (``numpy<2.2``); install it apart
+(``pip install --no-deps --target DIR mosaicml-streaming catalogue brotli python-snappy cramjam zstd``) and
+point ``--streaming-path DIR`` (or ``FM_BENCH_STREAMING_PATH``) at it. ``transformers`` and ``torchvision``,
+which it imports but does not use for MDS, are stubbed when absent.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import resource
 import sys
+
+# Run as ``python bench/loader.py``, this folder comes first on sys.path, where a sibling script named like a
+# standard module (``bench/tokenize.py``) would shadow it: the folder is not needed on the path.
+if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
+    sys.path.pop(0)
+
+import argparse
+import importlib.abc
+import importlib.machinery
+import json
+import resource
+import statistics
 import tempfile
 import time
+import types
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -29,15 +59,12 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from fm_loader import DatasetManifest, Loader, PackedRow, ShardEntry, encode_shard
-from fm_loader.manifest import DatasetManifest as _Manifest
-from fm_loader.mixture import Mixture
-from fm_loader.sources import ManifestSource
-from fm_loader.stream import GlobalStream
 
 VOCAB = 50257
 
 
 def build(folder: str, rows: int, seq_len: int, shards: int) -> tuple[str, list[np.ndarray]]:
+    """Write ``shards`` shards of ``rows`` random rows (four documents each) and their manifest."""
     rng = np.random.default_rng(0)
     per_shard = rows // shards
     entries, all_rows = [], []
@@ -59,29 +86,20 @@ def build(folder: str, rows: int, seq_len: int, shards: int) -> tuple[str, list[
     return path, all_rows
 
 
-def timed(fn) -> tuple[float, object]:
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     t0 = time.perf_counter()
     out = fn()
     return time.perf_counter() - t0, out
 
 
-def fm_pass(path: str, gbs: int, **options) -> tuple[int, int]:
-    """(tokens, bytes of batch tensors) of one epoch."""
-    tokens = out_bytes = 0
-    for batch in Loader(path, global_batch_size=gbs, **{"prefetch": 0, **options}):
-        tokens += int(batch["valid_token_count"].sum())
-        out_bytes += sum(t.numel() * t.element_size() for t in batch.values())
-    return tokens, out_bytes
-
-
-def best_of(repeats: int, fn) -> tuple[float, object]:
-    """Shortest wall time of ``repeats`` calls, and the last call's result."""
-    best, out = float("inf"), None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, out
+def fm_pass(path: str, gbs: int, **options: Any) -> tuple[int, int]:
+    """(tokens, bytes of batch tensors) of one epoch; the batches are dropped as they come, like a trainer."""
+    loader = Loader(path, global_batch_size=gbs, **{"prefetch": 0, **options})
+    out_bytes = 0
+    for batch in loader:
+        if not out_bytes:
+            out_bytes = sum(t.numel() * t.element_size() for t in batch.values())
+    return int(loader.metrics()["tokens"]), out_bytes * loader.metrics()["batches"]
 
 
 def wds_pass(tars: list[str]) -> int:
@@ -98,15 +116,53 @@ def memcpy_pass(src: np.ndarray, dst: np.ndarray) -> int:
     return src.size
 
 
-def _import_streaming():
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "scripts"))
-    from make_mds_fixture import _import_streaming as imp
+class _Stubs(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Empty modules for ``roots`` (and their submodules): any attribute is a dummy class."""
 
-    return imp()
+    def __init__(self, roots: set[str]) -> None:
+        self.roots = roots
+
+    def find_spec(
+        self, name: str, path: Any = None, target: Any = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if name.split(".")[0] in self.roots:
+            return importlib.machinery.ModuleSpec(name, self, is_package=True)
+        return None
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        module = types.ModuleType(spec.name)
+        module.__path__ = []
+
+        def attr(name: str) -> type:
+            if name.startswith("__"):
+                raise AttributeError(name)
+            return type(name, (dict,), {})
+
+        module.__getattr__ = attr  # type: ignore[method-assign]
+        return module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        pass
 
 
-def mds_pass(folder: str) -> int:
-    streaming = _import_streaming()
+def import_streaming(extra_path: str | None) -> Any:
+    """Import MosaicML ``streaming``, stubbing ``transformers``/``torchvision`` if they are missing."""
+    if extra_path and extra_path not in sys.path:
+        sys.path.append(extra_path)
+    missing = set()
+    for root in ("transformers", "torchvision"):
+        try:
+            __import__(root)
+        except Exception:  # absent, or built against another torch
+            missing.add(root)
+    if missing:
+        sys.meta_path.insert(0, _Stubs(missing))
+    import streaming
+
+    return streaming
+
+
+def mds_pass(streaming: Any, folder: str) -> int:
     ds = streaming.StreamingDataset(local=folder, shuffle=False, batch_size=1)
     tokens = 0
     for i in range(len(ds)):
@@ -114,33 +170,76 @@ def mds_pass(folder: str) -> int:
     return tokens
 
 
-def synthetic_manifest(shards: int, rows_per_shard: int = 4096) -> str:
-    entries = [
-        ShardEntry(f"s/{i:07d}.tar", f"{i:064x}", rows_per_shard, rows_per_shard * 2048)
-        for i in range(shards)
-    ]
-    m = _Manifest("synthetic", "v1", 2048, VOCAB, "tok", "c", entries)
-    fd, path = tempfile.mkstemp(suffix=".json")
-    os.close(fd)
-    m.save(path)
+def rounds(readers: dict[str, Callable[[], Any]], repeats: int) -> dict[str, list[float]]:
+    """Seconds of each reader's pass, ``repeats`` rounds of one pass each in turn (after one warm-up each)."""
+    for fn in readers.values():
+        fn()
+    times: dict[str, list[float]] = {name: [] for name in readers}
+    for _ in range(repeats):
+        for name, fn in readers.items():
+            times[name].append(timed(fn)[0])
+    return times
+
+
+def ratio(times: dict[str, list[float]], slow: str, fast: str) -> float:
+    """Median over rounds of ``slow``'s time over ``fast``'s."""
+    return statistics.median(a / b for a, b in zip(times[slow], times[fast], strict=True))
+
+
+def synthetic_manifest(folder: str, shards: int, real: tuple[ShardEntry, str] | None = None) -> str:
+    """A manifest of ``shards`` entries of 4096 rows; with ``real``, every entry names that shard's files."""
+    if real is None:
+        entries = [
+            ShardEntry(f"s/{i:07d}.tar", f"{i:064x}", 4096, 4096 * 2048, max_docs_per_row=4)
+            for i in range(shards)
+        ]
+    else:
+        entry, shard_folder = real
+        tar, idx = (
+            os.path.join(shard_folder, entry.path),
+            os.path.join(shard_folder, entry.resolved_index_path),
+        )
+        entries = [
+            ShardEntry(tar, entry.sha256, entry.rows, entry.tokens, entry.bytes, idx, entry.index_sha256, 4)
+            for _ in range(shards)
+        ]
+    seq_len = 2048
+    path = os.path.join(folder, f"synthetic-{shards}-{'real' if real else 'plan'}.json")
+    DatasetManifest("synthetic", "v1", seq_len, VOCAB, "tok", "c", entries).save(path)
     return path
 
 
-def startup_and_seek(shards: int) -> dict[str, float]:
-    """Manifest load + stream plan + row refs of the first batch, and of a batch deep in epoch 3 (no shard I/O)."""
-    path = synthetic_manifest(shards)
-    t0 = time.perf_counter()
-    manifest = _Manifest.load(path)
-    src = ManifestSource(manifest)
-    stream = GlobalStream(Mixture([src], [src.rows]), seed=0)
-    stream.rows(0, 0, 512)
-    start_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    stream2 = GlobalStream(Mixture([src], [src.rows]), seed=0)
-    stream2.rows(3, src.rows * 7 // 10, 512)
-    seek_s = time.perf_counter() - t0
-    os.unlink(path)
-    return {"shards": shards, "rows": src.rows, "startup_s": start_s, "deep_resume_plan_s": seek_s}
+def startup(folder: str, real: tuple[ShardEntry, str], repeats: int) -> list[dict[str, Any]]:
+    """Median seconds to build ``Loader`` and plan (or build) its first batch, on large manifests."""
+    out = []
+    for shards, with_files in ((10_000, False), (100_000, False), (100_000, True)):
+        path = synthetic_manifest(folder, shards, real if with_files else None)
+
+        def start(path: str = path, with_files: bool = with_files) -> None:
+            loader = Loader(path, global_batch_size=512, prefetch=0)
+            if with_files:
+                next(iter(loader))
+            else:
+                loader._refs(0, 0)
+            loader.close()
+
+        times = [timed(start)[0] for _ in range(repeats)]
+        deep = Loader(path, global_batch_size=512, epochs=None, prefetch=0)
+        rows = deep.epoch_rows
+        seek_s, _ = timed(lambda deep=deep, rows=rows: deep.stream.rows(3, rows * 7 // 10, 512))
+        out.append(
+            {
+                "shards": shards,
+                "rows": rows,
+                "what": "Loader() + first batch (real shard files)"
+                if with_files
+                else "Loader() + first batch plan",
+                "startup_s": statistics.median(times),
+                "startup_best_s": min(times),
+                "deep_resume_plan_s": seek_s,
+            }
+        )
+    return out
 
 
 def main() -> None:
@@ -149,83 +248,101 @@ def main() -> None:
     parser.add_argument("--seq-len", type=int, default=2048)
     parser.add_argument("--shards", type=int, default=64)
     parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--skip-mds", action="store_true")
+    parser.add_argument("--skip-startup", action="store_true")
+    parser.add_argument("--streaming-path", default=os.environ.get("FM_BENCH_STREAMING_PATH"))
     args = parser.parse_args()
-    out: dict[str, object] = {"rows": args.rows, "seq_len": args.seq_len, "shards": args.shards}
+    out: dict[str, Any] = {
+        "rows": args.rows,
+        "seq_len": args.seq_len,
+        "shards": args.shards,
+        "batch": args.batch,
+        "repeats": args.repeats,
+        "cpus": os.cpu_count(),
+        "load_avg_start": os.getloadavg()[0],
+    }
     with tempfile.TemporaryDirectory() as folder:
         path, rows = build(folder, args.rows, args.seq_len, args.shards)
         token_bytes = sum(len(r) for r in rows) * 2
         out["token_bytes"] = token_bytes
         tars = sorted(os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(".tar"))
+        src = np.concatenate(rows)
+        dst = np.empty_like(src)
+
+        readers: dict[str, Callable[[], Any]] = {
+            "fm_loader": lambda: fm_pass(path, args.batch),
+            "webdataset": lambda: wds_pass(tars),
+            "memcpy": lambda: memcpy_pass(src, dst),
+            "fm_loader_int64_input_ids": lambda: fm_pass(path, args.batch, input_ids_dtype=torch.int64),
+            "fm_loader_prefetch_thread": lambda: fm_pass(path, args.batch, prefetch=2),
+        }
+        streaming = None
+        if not args.skip_mds:
+            try:
+                streaming = import_streaming(args.streaming_path)
+            except ImportError as exc:
+                out["mosaic_streaming"] = {"skipped": f"{exc} (see --streaming-path)"}
+        if streaming is not None:
+            mds_dir = os.path.join(folder, "mds")
+            with streaming.MDSWriter(
+                out=mds_dir, columns={"tokens": "ndarray:uint16"}, size_limit=1 << 26
+            ) as w:
+                for r in rows:
+                    w.write({"tokens": r})
+            readers["mosaic_streaming"] = lambda: mds_pass(streaming, mds_dir)
+
+        fm_tokens, fm_out = readers["fm_loader"]()
+        _, fm64_out = readers["fm_loader_int64_input_ids"]()
+        assert fm_tokens == wds_pass(tars) == src.size
+        if "mosaic_streaming" in readers:
+            assert readers["mosaic_streaming"]() == src.size
 
         rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         t_first, _ = timed(lambda: next(iter(Loader(path, global_batch_size=args.batch, prefetch=0))))
-        fm_pass(path, args.batch)  # warm page cache
-        fm_s, (fm_tokens, fm_out) = best_of(args.repeats, lambda: fm_pass(path, args.batch))
-        rss_fm = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        fm64_s, (_, fm64_out) = best_of(
-            args.repeats, lambda: fm_pass(path, args.batch, input_ids_dtype=torch.int64)
-        )
-        fm_pf_s, _ = best_of(args.repeats, lambda: fm_pass(path, args.batch, prefetch=2))
-        wds_pass(tars)
-        wds_s, wds_tokens = best_of(args.repeats, lambda: wds_pass(tars))
-        src = np.concatenate(rows)
-        dst = np.empty_like(src)
-        memcpy_pass(src, dst)
-        mem_s, _ = best_of(max(args.repeats, 5), lambda: memcpy_pass(src, dst))
-        assert fm_tokens == wds_tokens == src.size
-
+        times = rounds(readers, args.repeats)
         deep = Loader(path, global_batch_size=args.batch, epochs=None, prefetch=0)
         deep.load_state_dict({**deep.state_dict(), "epoch": 5, "rows_consumed": args.rows * 3 // 4})
         resume_s, _ = timed(lambda: next(iter(deep)))
 
-        memcpy_bps = token_bytes / mem_s
-        out["fm_loader"] = {
-            "s": fm_s,
-            "bytes_per_s": token_bytes / fm_s,
-            "tokens_per_s": fm_tokens / fm_s,
-            "output_bytes_per_s": fm_out / fm_s,
-            "output_bytes_per_token": fm_out / fm_tokens,
-        }
-        out["fm_loader_int64_input_ids"] = {
-            "s": fm64_s,
-            "bytes_per_s": token_bytes / fm64_s,
-            "output_bytes_per_s": fm64_out / fm64_s,
-            "output_bytes_per_token": fm64_out / fm_tokens,
-        }
-        out["fm_loader_prefetch_thread"] = {"s": fm_pf_s, "bytes_per_s": token_bytes / fm_pf_s}
-        out["webdataset"] = {
-            "s": wds_s,
-            "bytes_per_s": token_bytes / wds_s,
-            "tokens_per_s": wds_tokens / wds_s,
-        }
-        out["memcpy"] = {"s": mem_s, "bytes_per_s": memcpy_bps}
-        out["ratio_vs_webdataset"] = wds_s / fm_s
-        out["fraction_of_memcpy"] = mem_s / fm_s
-        out["output_fraction_of_memcpy"] = (fm_out / fm_s) / memcpy_bps
+        def stats(name: str, **extra: float) -> dict[str, float]:
+            med = statistics.median(times[name])
+            return {"s": med, "best_s": min(times[name]), "bytes_per_s": token_bytes / med, **extra}
+
+        fm_s = statistics.median(times["fm_loader"])
+        out["fm_loader"] = stats(
+            "fm_loader",
+            tokens_per_s=fm_tokens / fm_s,
+            output_bytes_per_s=fm_out / fm_s,
+            output_bytes_per_token=fm_out / fm_tokens,
+        )
+        fm64_s = statistics.median(times["fm_loader_int64_input_ids"])
+        out["fm_loader_int64_input_ids"] = stats(
+            "fm_loader_int64_input_ids",
+            output_bytes_per_s=fm64_out / fm64_s,
+            output_bytes_per_token=fm64_out / fm_tokens,
+        )
+        out["fm_loader_prefetch_thread"] = stats("fm_loader_prefetch_thread")
+        out["webdataset"] = stats("webdataset")
+        out["memcpy"] = stats("memcpy")
+        if "mosaic_streaming" in times:
+            out["mosaic_streaming"] = stats("mosaic_streaming")
+        out["ratio_vs_webdataset"] = ratio(times, "webdataset", "fm_loader")
+        if "mosaic_streaming" in times:
+            out["ratio_vs_mosaic_streaming"] = ratio(times, "mosaic_streaming", "fm_loader")
+        out["fraction_of_memcpy"] = ratio(times, "memcpy", "fm_loader")
+        out["output_fraction_of_memcpy"] = out["fraction_of_memcpy"] * fm_out / token_bytes
         out["first_batch_s"] = t_first
         out["deep_resume_first_batch_s"] = resume_s
-        out["peak_rss_mb_after_fm_loader"] = rss_fm / 1024
-        out["rss_growth_mb_during_fm_loader"] = (rss_fm - rss0) / 1024
+        out["rss_growth_mb_during_fm_loader"] = (
+            resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0
+        ) / 1024
 
-        if not args.skip_mds:
-            try:
-                streaming = _import_streaming()
-                mds_dir = os.path.join(folder, "mds")
-                with streaming.MDSWriter(
-                    out=mds_dir, columns={"tokens": "ndarray:uint16"}, size_limit=1 << 26
-                ) as w:
-                    for r in rows:
-                        w.write({"tokens": r})
-                mds_pass(mds_dir)
-                mds_s, _mds_tokens = best_of(args.repeats, lambda: mds_pass(mds_dir))
-                out["mosaic_streaming"] = {"s": mds_s, "bytes_per_s": token_bytes / mds_s}
-                out["ratio_vs_mosaic_streaming"] = mds_s / fm_s
-            except ImportError as exc:
-                out["mosaic_streaming"] = {"skipped": str(exc)}
-    out["startup"] = [startup_and_seek(n) for n in (10_000, 100_000)]
+        if not args.skip_startup:
+            manifest = DatasetManifest.load(path)
+            out["startup"] = startup(folder, (manifest.shards[0], folder), repeats=3)
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out["load_avg_end"] = os.getloadavg()[0]
     print(json.dumps(out, indent=1))
 
 

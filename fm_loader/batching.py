@@ -86,40 +86,15 @@ class BufferPool:
 
 
 @lru_cache(maxsize=8)
-def _flat_positions(count: int) -> np.ndarray:
-    dtype = np.int32 if count < 2**31 else np.int64
+def _arange(count: int, dtype: type[np.integer] = np.int64) -> np.ndarray:
+    """A read-only ``np.arange(count)``, shared by every batch of one shape."""
     positions = np.arange(count, dtype=dtype)
     positions.flags.writeable = False
     return positions
 
 
-def _segments(
-    lengths: np.ndarray, n_docs: np.ndarray, doclens: np.ndarray, seq_len: int
-) -> tuple[np.ndarray, ...]:
-    """Per-document row, index and end inside the row; per-segment (documents + padding) values."""
-    batch = len(lengths)
-    doc_first = np.cumsum(n_docs) - n_docs
-    doc_row = np.repeat(np.arange(batch), n_docs)
-    doc_k = np.arange(len(doclens)) - doc_first[doc_row]
-    row_token_start = np.cumsum(lengths) - lengths
-    doc_end = np.cumsum(doclens) - row_token_start[doc_row]  # end of each document inside its row
-
-    padded = lengths < seq_len
-    seg_count = n_docs + padded
-    seg_first = np.cumsum(seg_count) - seg_count
-    total = int(seg_count.sum())
-    seg_len = np.empty(total, np.int64)
-    seg_value = np.zeros(total, np.int32)
-    seg_start = np.empty(total, np.int64)
-    doc_slot = seg_first[doc_row] + doc_k
-    seg_len[doc_slot] = doclens
-    seg_value[doc_slot] = doc_k + 1
-    seg_start[doc_slot] = doc_row * seq_len + doc_end - doclens
-    pad_rows = np.flatnonzero(padded)
-    pad_slot = seg_first[pad_rows] + n_docs[pad_rows]
-    seg_len[pad_slot] = seq_len - lengths[pad_rows]
-    seg_start[pad_slot] = pad_rows * seq_len + lengths[pad_rows]  # positions there are zeroed afterwards
-    return doc_row, doc_k, doc_end, seg_len, seg_value, seg_start
+def _flat_positions(count: int) -> np.ndarray:
+    return _arange(count, np.int32 if count < 2**31 else np.int64)
 
 
 def fill_batch(
@@ -128,10 +103,29 @@ def fill_batch(
     n_docs: np.ndarray,
     doclens: np.ndarray,
     sample_ids: np.ndarray,
+    *,
+    tails_zeroed: bool = False,
 ) -> dict[str, torch.Tensor]:
     """Complete ``out`` (from :meth:`BufferPool.acquire`) whose ``input_ids`` rows hold ``lengths`` tokens.
 
-    ``doclens`` is every row's document lengths, concatenated in row order (``n_docs`` per row).
+    Every row is cut into segments: its documents, then one padding segment when it is short. Laid end to end
+    the segments cover the ``B*T`` flat positions exactly, so one cumulative sum gives every segment's flat
+    start and end, and one ``np.repeat`` each writes ``segment_ids`` and ``position_ids`` for the whole batch.
+
+    Args:
+        out: Buffers from :meth:`BufferPool.acquire`; ``input_ids`` holds the rows' tokens.
+        lengths: Tokens per row.
+        n_docs: Documents per row.
+        doclens: Every row's document lengths, concatenated in row order (``n_docs`` per row).
+        sample_ids: Global row id per row, -1 for padding rows.
+        tails_zeroed: ``input_ids`` is already 0 past each row's length (skips zeroing it again).
+
+    Returns:
+        The batch: a dict of tensors sharing memory with ``out``.
+
+    Raises:
+        ValueError: A row has more documents than ``cu_seqlens`` has room for, or its document lengths do not
+            add up to its length.
     """
     ids = out["input_ids"]
     batch, seq_len = ids.shape
@@ -141,35 +135,55 @@ def fill_batch(
     doclens = np.asarray(doclens, dtype=np.int64)
     if n_docs.max(initial=0) > max_docs:
         raise ValueError(f"a row has {int(n_docs.max())} documents, more than max_docs_per_row={max_docs}")
-    doc_row, doc_k, doc_end, seg_len, seg_value, seg_start = _segments(lengths, n_docs, doclens, seq_len)
+    doc_row = np.repeat(_arange(batch), n_docs)
     if not np.array_equal(np.bincount(doc_row, weights=doclens, minlength=batch), lengths):
         raise ValueError("document lengths do not add up to the row lengths")
-
+    doc_first = np.cumsum(n_docs)
+    doc_first -= n_docs
+    doc_k = _arange(len(doclens)) - doc_first[doc_row]  # 0-based index of each document inside its row
+    short = np.flatnonzero(lengths < seq_len)
+    seg_value = doc_k.astype(np.int32)
+    seg_value += 1
+    if len(short) == 0:  # full rows: the segments are the documents
+        seg_len = doclens
+        seg_end = np.cumsum(doclens)
+        doc_end = seg_end
+    else:  # a padding segment after the documents of each short row
+        pads_before = np.cumsum(lengths < seq_len)
+        doc_slot = _arange(len(doclens)) + pads_before[doc_row]
+        doc_slot -= lengths[doc_row] < seq_len  # a row's own padding segment comes after its documents
+        pad_slot = doc_first[short] + n_docs[short] + _arange(len(short))
+        total = len(doclens) + len(short)
+        seg_len = np.empty(total, np.int64)
+        seg_len[doc_slot] = doclens
+        seg_len[pad_slot] = seq_len - lengths[short]
+        values = np.zeros(total, np.int32)
+        values[doc_slot] = seg_value
+        seg_value = values
+        seg_end = np.cumsum(seg_len)
+        doc_end = seg_end[doc_slot]
     flat_positions = _flat_positions(batch * seq_len)
-    segment_ids = out["segment_ids"]
+    seg_start = seg_end.astype(flat_positions.dtype)
+    seg_start -= seg_len.astype(flat_positions.dtype)
+
+    segment_ids, position_ids = out["segment_ids"], out["position_ids"]
     np.copyto(segment_ids.reshape(-1), np.repeat(seg_value, seg_len))
-    position_ids = out["position_ids"]
-    np.subtract(
-        flat_positions,
-        np.repeat(seg_start.astype(flat_positions.dtype), seg_len),
-        out=position_ids.reshape(-1),
-        casting="unsafe",
-    )
+    np.subtract(flat_positions, np.repeat(seg_start, seg_len), out=position_ids.reshape(-1), casting="unsafe")
 
     # loss_mask is written directly (1 byte a token) rather than read back from labels (8 bytes a token); it is
     # False exactly where labels get IGNORE_INDEX: the last column, each document's last token, padding.
     labels, loss_mask = out["labels"], out["loss_mask"]
-    np.copyto(labels[:, :-1], ids[:, 1:], casting="unsafe")
+    np.copyto(labels.reshape(-1)[:-1], ids.reshape(-1)[1:], casting="unsafe")
     loss_mask.fill(True)
     labels[:, -1] = IGNORE_INDEX
     loss_mask[:, -1] = False
-    doc_last = doc_row * seq_len + doc_end - 1
+    doc_last = doc_end - 1
     labels.reshape(-1)[doc_last] = IGNORE_INDEX
     loss_mask.reshape(-1)[doc_last] = False
 
-    short = np.flatnonzero(lengths < seq_len)
     for row, n in zip(short.tolist(), lengths[short].tolist(), strict=True):
-        ids[row, n:] = 0
+        if not tails_zeroed:
+            ids[row, n:] = 0
         labels[row, n:] = IGNORE_INDEX
         loss_mask[row, n:] = False
         position_ids[row, n:] = 0
@@ -177,7 +191,7 @@ def fill_batch(
     cu = out["cu_seqlens"]
     cu[:] = lengths[:, None]
     cu[:, 0] = 0
-    cu[doc_row, doc_k + 1] = doc_end
+    cu[doc_row, doc_k + 1] = doc_end - doc_row * seq_len
     out["num_docs"][:] = n_docs
     out["valid_token_count"][:] = lengths
     out["sample_ids"][:] = sample_ids

@@ -272,6 +272,9 @@ def encode_index(
     return body + struct.pack("<Q", xxhash.xxh3_64_intdigest(body))
 
 
+_NO_BYTES = memoryview(b"")
+
+
 @dataclass(frozen=True)
 class RowIndex:
     """A decoded ``.idx`` file."""
@@ -284,6 +287,10 @@ class RowIndex:
     # The records as 64-bit words (RECORD_WORDS per row), for per-row reads without numpy scalar overhead:
     # a memoryview on little-endian hosts, else a numpy view that byte-swaps.
     words: Any = None
+    # The raw bytes of the records and of the doclens array (byte memoryviews into the index file), so that the
+    # loader can gather a batch's records and document lengths with one ``bytes.join`` each.
+    record_bytes: memoryview = _NO_BYTES
+    doclens_bytes: memoryview = _NO_BYTES
 
     @property
     def rows(self) -> int:
@@ -309,9 +316,9 @@ def decode_index(data: bytes | memoryview, source: str = "<index>") -> RowIndex:
     end = start + n_rows * INDEX_RECORD_DTYPE.itemsize
     records = np.frombuffer(buf[start:end], dtype=INDEX_RECORD_DTYPE)
     doclens = np.frombuffer(buf[end:-8], dtype="<i4")
-    raw = buf[start:end]
-    words = raw.cast("B").cast("Q") if sys.byteorder == "little" else np.frombuffer(raw, "<u8")
-    return RowIndex(records, doclens, itemsize, seq_len, vocab_size, words)
+    raw = buf[start:end].cast("B")
+    words = raw.cast("Q") if sys.byteorder == "little" else np.frombuffer(raw, "<u8")
+    return RowIndex(records, doclens, itemsize, seq_len, vocab_size, words, raw, buf[end:-8].cast("B"))
 
 
 def decode_row(tar_bytes: bytes | memoryview, index: RowIndex, row: int) -> PackedRow:

@@ -21,23 +21,20 @@ import logging
 import queue
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import torch
 
-from fm_loader.batching import BufferPool, fill_batch, numpy_id_dtype
+from fm_loader.gather import BatchAssembler
 from fm_loader.metrics import LoaderMetrics
 from fm_loader.mixture import Mixture, load_mixture
-from fm_loader.sources import ShardRows, TarShardRows
 from fm_loader.storage import ShardCache
 from fm_loader.stream import GlobalStream, RowRefs
 
 logger = logging.getLogger(__name__)
 STATE_FORMAT = "fm_loader.state/1"
-_NO_DOCS = np.zeros(0, np.int32)
 
 
 class PinningError(ValueError):
@@ -75,107 +72,6 @@ def check_pins(
     if seq_len is not None and seq_len != first.seq_len:
         raise PinningError(f"dataset seq_len is {first.seq_len} but the trainer expects {seq_len}")
     return first.seq_len, max(s.vocab_size for s in mixture.sources)
-
-
-class BatchAssembler:
-    """Reads the rows named by :class:`RowRefs` from their shards (kept open in an LRU) into a batch."""
-
-    def __init__(
-        self,
-        mixture: Mixture,
-        seq_len: int,
-        max_docs: int,
-        skip_corrupt: bool,
-        max_open: int = 256,
-        input_ids_dtype: torch.dtype = torch.int32,
-        pooled_batches: int = 4,
-    ):
-        self.mixture = mixture
-        self.seq_len = seq_len
-        self.max_docs = max_docs
-        self.skip_corrupt = skip_corrupt
-        self.max_open = max_open
-        self._id_dtype = numpy_id_dtype(input_ids_dtype)
-        self._pooled_batches = pooled_batches
-        self._pools: dict[int, BufferPool] = {}
-        self._open: OrderedDict[tuple[int, int], ShardRows] = OrderedDict()
-        self.corrupt_rows_skipped = 0
-
-    def _shard(self, source: int, shard: int) -> ShardRows:
-        key = (source, shard)
-        reader = self._open.get(key)
-        if reader is None:
-            reader = self.mixture.sources[source].open_shard(shard)
-            self._open[key] = reader
-            while len(self._open) > self.max_open:
-                self._open.popitem(last=False)[1].close()
-        else:
-            self._open.move_to_end(key)
-        return reader
-
-    def prefetch(self, refs: RowRefs) -> None:
-        """Open (and for remote sources download) every shard ``refs`` touches."""
-        for source, shard in set(zip(refs.source.tolist(), refs.shard.tolist(), strict=True)):
-            if source >= 0:
-                self._shard(source, shard)
-
-    def _pool(self, count: int) -> BufferPool:
-        pool = self._pools.get(count)
-        if pool is None:
-            pool = BufferPool(count, self.seq_len, self.max_docs, self._id_dtype, self._pooled_batches)
-            self._pools[count] = pool
-        return pool
-
-    def assemble(self, refs: RowRefs) -> dict[str, torch.Tensor]:
-        count = len(refs.source)
-        out = self._pool(count).acquire()
-        tokens = out["input_ids"]
-        lengths = [0] * count
-        doclens: list[np.ndarray] = [_NO_DOCS] * count
-        sample_ids = refs.sample_id.copy()
-        others: dict[tuple[int, int], list[tuple[int, int]]] = {}  # rows of non-tar sources, read per shard
-        # With at most max_open rows no shard of this batch can be evicted while the batch is read, so a plain
-        # dict spares the LRU bookkeeping for repeated shards; otherwise every row goes through the LRU.
-        readers: dict[tuple[int, int], ShardRows] = {}
-        use_local = count <= self.max_open
-        # Rows of our tar shards are copied in slot order, one after another: a well-mixed batch has a row or
-        # two per shard, so per-row Python work on plain ints beats grouping by shard with numpy.
-        for slot, key, row in zip(
-            range(count),
-            zip(refs.source.tolist(), refs.shard.tolist(), strict=True),
-            refs.row.tolist(),
-            strict=True,
-        ):
-            if key[0] < 0:
-                continue
-            reader = readers.get(key) if use_local else None
-            if reader is None:
-                reader = readers[key] = self._shard(*key)
-            if not isinstance(reader, TarShardRows):
-                others.setdefault(key, []).append((slot, row))
-                continue
-            n, docs = reader.read_row(row, tokens, slot, self.skip_corrupt)
-            if docs is None:
-                self.corrupt_rows_skipped += 1
-                sample_ids[slot] = -1
-                continue
-            lengths[slot], doclens[slot] = n, docs
-        for key, items in others.items():
-            slots = np.array([slot for slot, _ in items], dtype=np.int64)
-            rows = np.array([row for _, row in items], dtype=np.int64)
-            result = self._shard(*key).read(rows, tokens, slots, self.skip_corrupt)
-            for slot, n, docs in zip(slots.tolist(), result.lengths, result.doclens, strict=True):
-                lengths[slot], doclens[slot] = n, docs
-            if result.corrupt_rows:
-                self.corrupt_rows_skipped += len(result.corrupt_rows)
-                sample_ids[slots[np.asarray(result.lengths) == 0]] = -1
-        n_docs = np.fromiter(map(len, doclens), dtype=np.int64, count=count)
-        flat = np.concatenate(doclens) if count else _NO_DOCS
-        return fill_batch(out, np.asarray(lengths, dtype=np.int64), n_docs, flat, sample_ids)
-
-    def close(self) -> None:
-        while self._open:
-            self._open.popitem()[1].close()
 
 
 class _WorkerBatches(torch.utils.data.IterableDataset):
@@ -421,14 +317,29 @@ class Loader:
         """
         return self._build(epoch, start)
 
-    def _advance(self, epoch: int, start: int, batch: dict[str, torch.Tensor]) -> None:
+    def _build_counted(self, epoch: int, start: int) -> tuple[dict[str, torch.Tensor], int, int]:
+        """:meth:`_build`, plus the batch's real tokens and rows (for the metrics)."""
+        batch = self._build(epoch, start)
+        tokens, rows = self._assembler.last_counts
+        return batch, tokens, rows
+
+    def _advance(
+        self,
+        epoch: int,
+        start: int,
+        batch: dict[str, torch.Tensor],
+        tokens: int | None = None,
+        rows: int | None = None,
+    ) -> None:
         self.epoch, self.rows_consumed = epoch, start + self.global_batch_size
         if self.rows_consumed >= self.epoch_rows:
             self.epoch, self.rows_consumed = epoch + 1, 0
-        tokens = int(batch["valid_token_count"].numpy().sum())
+        if tokens is None or rows is None:
+            tokens = int(batch["valid_token_count"].numpy().sum())
+            rows = int(np.count_nonzero(batch["sample_ids"].numpy() >= 0))
         m = self._metrics
         m.batches += 1
-        m.rows += int(np.count_nonzero(batch["sample_ids"].numpy() >= 0))
+        m.rows += rows
         m.tokens += tokens
         m.bytes += tokens * self._token_bytes
         m.corrupt_rows_skipped = self._assembler.corrupt_rows_skipped
@@ -448,9 +359,9 @@ class Loader:
     def _iter_inline(self) -> Iterator[dict[str, torch.Tensor]]:
         for epoch, start in self._next_positions():
             t0 = time.perf_counter()
-            batch = self._build(epoch, start)
+            batch, tokens, rows = self._build_counted(epoch, start)
             self._metrics.wait_s += time.perf_counter() - t0
-            self._advance(epoch, start, batch)
+            self._advance(epoch, start, batch, tokens, rows)
             yield batch
 
     def _iter_prefetch(self) -> Iterator[dict[str, torch.Tensor]]:
@@ -461,7 +372,7 @@ class Loader:
         def produce() -> None:
             try:
                 for epoch, start in self._next_positions():
-                    item = (epoch, start, self._build(epoch, start))
+                    item = (epoch, start, *self._build_counted(epoch, start))
                     while not stop.is_set():
                         try:
                             ready.put(item, timeout=0.1)
@@ -485,8 +396,8 @@ class Loader:
                     return
                 if isinstance(item, BaseException):
                     raise item
-                epoch, start, batch = item
-                self._advance(epoch, start, batch)
+                epoch, start, batch, tokens, rows = item
+                self._advance(epoch, start, batch, tokens, rows)
                 yield batch
         finally:
             stop.set()

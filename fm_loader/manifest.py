@@ -6,8 +6,9 @@ Shard paths may be relative (resolved against the manifest's own location) or ab
 
 from __future__ import annotations
 
+import gc
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from fm_loader.format import FORMAT_VERSION, ShardInfo, schema_fingerprint
@@ -68,6 +69,26 @@ class ShardEntry:
             index_sha256=info.index_sha256,
             max_docs_per_row=info.max_docs_per_row,
         )
+
+
+_ENTRY_FIELDS = frozenset(f.name for f in fields(ShardEntry))
+
+
+def _entries(docs: list[dict[str, Any]]) -> list[ShardEntry]:
+    """``[ShardEntry(**d) for d in docs]``, several times faster for manifests of 100k shards: an entry that
+    has exactly the dataclass's fields gets them stored directly (what the generated ``__init__`` would store),
+    any other goes through ``__init__`` (defaults, and ``TypeError`` for unknown keys)."""
+    new = object.__new__
+    out: list[ShardEntry] = []
+    append = out.append
+    for doc in docs:
+        if doc.keys() == _ENTRY_FIELDS:
+            entry = new(ShardEntry)
+            entry.__dict__.update(doc)
+            append(entry)
+        else:
+            append(ShardEntry(**doc))
+    return out
 
 
 @dataclass
@@ -160,7 +181,16 @@ class DatasetManifest:
             ValueError: The stored schema fingerprint does not match this fm_loader's row format.
             KeyError: A required field is missing.
         """
-        doc = json.loads(text)
+        # A manifest of 100k shards is a few hundred thousand objects that all live on: the cyclic GC would
+        # walk every live object many times while they are created, for nothing (none is garbage yet).
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            doc = json.loads(text)
+            shards = _entries(doc["shards"])
+        finally:
+            if collecting:
+                gc.enable()
         manifest = cls(
             name=doc["name"],
             version=doc["version"],
@@ -168,7 +198,7 @@ class DatasetManifest:
             vocab_size=int(doc["vocab_size"]),
             tokenizer_hash=doc["tokenizer_hash"],
             code_version=doc["code_version"],
-            shards=[ShardEntry(**s) for s in doc["shards"]],
+            shards=shards,
             format_version=int(doc.get("format_version", FORMAT_VERSION)),
             extra=doc.get("extra", {}),
             location=location,

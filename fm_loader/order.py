@@ -66,7 +66,12 @@ class SourceOrder:
         self.window_rows = max(1, int(window_rows))
         self._passes: OrderedDict[int, _PassLayout] = OrderedDict()
         self._windows: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
+        self._window_rows: OrderedDict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = (
+            OrderedDict()
+        )
         self._cache = cache
+        self._source_offsets = np.zeros(len(self.shard_rows) + 1, dtype=np.int64)
+        np.cumsum(self.shard_rows, out=self._source_offsets[1:])
 
     def _layout(self, pass_index: int) -> _PassLayout:
         layout = self._passes.get(pass_index)
@@ -94,6 +99,61 @@ class SourceOrder:
         else:
             self._windows.move_to_end(key)
         return perm
+
+    def _window_map(self, pass_index: int, window: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(shard, row, row of the source) of every position of one window, in stream order (cached)."""
+        key = (pass_index, window)
+        found = self._window_rows.get(key)
+        if found is not None:
+            self._window_rows.move_to_end(key)
+            return found
+        layout = self._layout(pass_index)
+        lo, hi = int(layout.window_starts[window]), int(layout.window_starts[window + 1])
+        permuted = self._window_perm(pass_index, window, hi - lo) + lo
+        slot = np.searchsorted(layout.cum_rows, permuted, side="right") - 1
+        shards = layout.shard_perm[slot]
+        rows = permuted - layout.cum_rows[slot]
+        found = (shards, rows, self._source_offsets[shards] + rows)
+        for array in found:
+            array.flags.writeable = False
+        self._window_rows[key] = found
+        if len(self._window_rows) > 2:
+            self._window_rows.popitem(last=False)
+        return found
+
+    def locate_range(self, start: int, count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Consecutive stream positions ``[start, start + count)`` -> (shard, row, row of the source).
+
+        Same answer as :meth:`locate` on ``np.arange(start, start + count)`` (plus each row's index in the
+        source, i.e. counted over the shards in manifest order), but a batch inside one window costs a few
+        slices of that window's cached mapping.
+
+        Args:
+            start: First stream position (``>= 0``).
+            count: Number of positions.
+
+        Returns:
+            Three new int64 arrays of ``count`` entries.
+        """
+        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        pos, end = int(start), int(start) + int(count)
+        while pos < end:
+            pass_index, offset = divmod(pos, self.rows)
+            starts = self._layout(pass_index).window_starts
+            window = int(np.searchsorted(starts, offset, side="right")) - 1
+            lo, hi = int(starts[window]), int(starts[window + 1])
+            take = min(end - pos, hi - offset)
+            a, b = offset - lo, offset - lo + take
+            shards, rows, ids = self._window_map(pass_index, window)
+            parts.append((shards[a:b], rows[a:b], ids[a:b]))
+            pos += take
+        if len(parts) == 1:
+            return parts[0][0].copy(), parts[0][1].copy(), parts[0][2].copy()
+        if not parts:
+            empty = np.zeros(0, np.int64)
+            return empty, empty.copy(), empty.copy()
+        shards, rows, ids = (np.concatenate(column) for column in zip(*parts, strict=True))
+        return shards, rows, ids
 
     def locate(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Stream positions -> (shard index, row index inside the shard)."""

@@ -10,6 +10,7 @@ import mmap
 import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from operator import attrgetter
 
 import numpy as np
 import xxhash
@@ -114,9 +115,23 @@ class TarShardRows(ShardRows):
         self._isz = self._dtype.itemsize
         self._words, self._doclens = index.words, index.doclens
         self._tokens = np.frombuffer(self._view[: size - size % self._dtype.itemsize], dtype=self._dtype)
+        # What the loader's batch gather slices (see fm_loader.loader.BatchAssembler): the index records, the
+        # tar bytes and the doclens array, each as a byte memoryview.
+        self.itemsize = self._isz
+        self.record_bytes: memoryview = index.record_bytes
+        self.token_bytes: memoryview = self._view
+        self.doclens_bytes: memoryview = index.doclens_bytes
 
-    def _reread(self, start: int, nbytes: int) -> bytes:
-        """Bypass the memory map: read the bytes again from the file."""
+    def reread(self, start: int, nbytes: int) -> bytes:
+        """Read ``nbytes`` at byte ``start`` of the tar from the file, bypassing the memory map.
+
+        Args:
+            start: Byte offset inside the tar.
+            nbytes: Number of bytes.
+
+        Returns:
+            The bytes as they are on disk now.
+        """
         return os.pread(self._file.fileno(), nbytes, start)
 
     def read_row(
@@ -135,7 +150,7 @@ class TarShardRows(ShardRows):
         # row_checksum, without a Python call per row. ndarray is a buffer, but numpy's stubs declare
         # __buffer__ only for Python >= 3.12, so under 3.11 pyright does not see it as one.
         if xxhash.xxh3_64_intdigest(chunk) != want:  # pyright: ignore[reportArgumentType]
-            fresh = self._reread(off * isz, n * isz)
+            fresh = self.reread(off * isz, n * isz)
             if row_checksum(fresh) != want:
                 if not skip_corrupt:
                     raise CorruptRowError(self.label, row)
@@ -163,9 +178,13 @@ class TarShardRows(ShardRows):
 
     def close(self) -> None:
         self._tokens = np.zeros(0, self._dtype)
-        self._view.release()
-        if self._map is not None:
-            self._map.close()
+        self.token_bytes = memoryview(b"")
+        try:
+            self._view.release()
+            if self._map is not None:
+                self._map.close()
+        except BufferError:  # a slice of the map is still referenced (e.g. by a traceback): the map closes
+            pass  # when the last reference goes
         self._file.close()
         if self._cache is not None:
             self._cache.unpin(self.path)
@@ -181,18 +200,24 @@ class ManifestSource(Source):
         self.vocab_size = manifest.vocab_size
         self.tokenizer_hash = manifest.tokenizer_hash
         self.shard_rows = np.fromiter(
-            (s.rows for s in manifest.shards), dtype=np.int64, count=len(manifest.shards)
+            map(attrgetter("rows"), manifest.shards), dtype=np.int64, count=len(manifest.shards)
         )
-        self.max_docs_per_row = manifest.max_docs_per_row
+        self.max_docs_per_row = max(map(attrgetter("max_docs_per_row"), manifest.shards), default=0)
         self.cache = cache or ShardCache()
+        self._fingerprint: str | None = None
 
     @property
     def fingerprint(self) -> str:
-        h = hashlib.sha256()
-        h.update(f"{self.manifest.schema_fingerprint}|{self.seq_len}|{self.vocab_size}".encode())
-        for s in self.manifest.shards:
-            h.update(f"|{s.sha256}:{s.rows}".encode())
-        return h.hexdigest()[:16]
+        if self._fingerprint is None:  # one hash over every shard's sha256 and row count (computed once)
+            h = hashlib.sha256()
+            h.update(f"{self.manifest.schema_fingerprint}|{self.seq_len}|{self.vocab_size}".encode())
+            shards = self.manifest.shards
+            text = "".join(
+                map("|{}:{}".format, map(attrgetter("sha256"), shards), map(attrgetter("rows"), shards))
+            )
+            h.update(text.encode())
+            self._fingerprint = h.hexdigest()[:16]
+        return self._fingerprint
 
     def shard_label(self, shard: int) -> str:
         return self.manifest.shard_uri(self.manifest.shards[shard])
