@@ -8,8 +8,11 @@ that changes data commits exactly one Iceberg snapshot. Part files are streamed 
 ``documents_lance`` rewrites a per-document Lance dataset (stats from ``decontaminate`` joined with
 ``n_tokens`` from ``tokenize``) as a new Lance version when its inputs changed; the inputs' hash sits in
 the Lance schema metadata so an unchanged re-materialization writes nothing.
-"""
 
+Both are shared state written by whichever run materializes them, so each sync is one critical section
+(read what the table/dataset holds, write, commit) under a lock: ``engine.locks.store_lock`` (``iceberg``,
+``lance``) on a local root, and the Dagster pools of the same names on the assets (``defs/views.py``).
+"""
 
 import itertools
 import logging
@@ -31,6 +34,7 @@ from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import FloatType, LongType, NestedField, StringType
 
 from fm_assets.engine.hashing import stable_hash
+from fm_assets.engine.locks import store_lock
 from fm_assets.engine.refs import batches_with_ref, read_ref, read_success
 from fm_assets.engine.store import ObjectStore
 
@@ -43,6 +47,8 @@ TOKENS_STAGE = "tokenize"
 CHUNK_BYTES = 64 << 20  # Arrow bytes buffered before an Iceberg data file is written
 READ_ROWS = 2048  # rows per Parquet read batch
 SUMMARY_BATCHES = 100  # batch ids named in a snapshot summary (a backfill may change thousands)
+ICEBERG_LOCK = "iceberg"  # store_lock names (and Dagster pool names) of the two shared commits
+LANCE_LOCK = "lance"
 
 CURATED_SCHEMA = Schema(
     NestedField(1, "doc_id", StringType(), required=True),
@@ -60,7 +66,9 @@ CURATED_SCHEMA = Schema(
     NestedField(13, "text", StringType(), required=True),
     NestedField(14, "n_chars", LongType(), required=True),
 )
-CURATED_PARTITIONING = PartitionSpec(PartitionField(source_id=2, field_id=1000, transform=IdentityTransform(), name="batch"))
+CURATED_PARTITIONING = PartitionSpec(
+    PartitionField(source_id=2, field_id=1000, transform=IdentityTransform(), name="batch")
+)
 
 LANCE_SCHEMA = pa.schema(
     [
@@ -126,19 +134,25 @@ def stage_versions(store: ObjectStore, stage: str) -> dict[str, str]:
     return versions
 
 
-def iter_part_batches(store: ObjectStore, stage: str, batch: str, columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
+def iter_part_batches(
+    store: ObjectStore, stage: str, batch: str, columns: list[str] | None = None
+) -> Iterator[pa.RecordBatch]:
     """The record batches of ``stage``'s current output for ``batch``, one Parquet read batch at a time."""
     for part in read_success(store, stage, batch).parts:
         with store.open(part) as handle:
             yield from pq.ParquetFile(handle).iter_batches(batch_size=READ_ROWS, columns=columns)
 
 
-def curated_chunks(store: ObjectStore, batch: str, schema: pa.Schema, chunk_bytes: int = CHUNK_BYTES) -> Iterator[pa.Table]:
+def curated_chunks(
+    store: ObjectStore, batch: str, schema: pa.Schema, chunk_bytes: int = CHUNK_BYTES
+) -> Iterator[pa.Table]:
     """``batch``'s decontaminated documents as curated-table chunks of at most about ``chunk_bytes``."""
     pending: list[pa.RecordBatch] = []
     pending_bytes = 0
     for record_batch in iter_part_batches(store, SOURCE_STAGE, batch):
-        with_chars = record_batch.append_column("n_chars", pc.utf8_length(record_batch.column("text")).cast(pa.int64()))
+        with_chars = record_batch.append_column(
+            "n_chars", pc.utf8_length(record_batch.column("text")).cast(pa.int64())
+        )
         pending.append(with_chars.select(schema.names))
         pending_bytes += with_chars.nbytes
         if pending_bytes >= chunk_bytes:
@@ -148,8 +162,19 @@ def curated_chunks(store: ObjectStore, batch: str, schema: pa.Schema, chunk_byte
         yield pa.Table.from_batches(pending).cast(schema)
 
 
-def sync_curated_documents(store: ObjectStore, catalog: Catalog, chunk_bytes: int = CHUNK_BYTES) -> CuratedSync:
-    """Bring ``fm.curated_documents`` in line with every batch's current decontaminate output (one snapshot)."""
+def sync_curated_documents(
+    store: ObjectStore, catalog: Catalog, chunk_bytes: int = CHUNK_BYTES
+) -> CuratedSync:
+    """Bring ``fm.curated_documents`` in line with every batch's current decontaminate output (one snapshot).
+
+    Serialized by ``store_lock(store, ICEBERG_LOCK)``: two syncs at once would both see a batch as changed
+    and commit it twice (or one would fail Iceberg's optimistic commit check).
+    """
+    with store_lock(store, ICEBERG_LOCK):
+        return _sync_curated_documents(store, catalog, chunk_bytes)
+
+
+def _sync_curated_documents(store: ObjectStore, catalog: Catalog, chunk_bytes: int) -> CuratedSync:
     # _dataframe_to_data_files writes Parquet data files for a partitioned table from an Arrow table; the public
     # append() would make one snapshot per chunk, and streaming append() does not support partitioned tables yet.
     from pyiceberg.io.pyarrow import _dataframe_to_data_files
@@ -173,7 +198,9 @@ def sync_curated_documents(store: ObjectStore, catalog: Catalog, chunk_bytes: in
         for batch in changed:
             for chunk in curated_chunks(store, batch, arrow_schema, chunk_bytes):
                 added.extend(
-                    _dataframe_to_data_files(table.metadata, chunk, table.io, write_uuid=commit_uuid, counter=counter)
+                    _dataframe_to_data_files(
+                        table.metadata, chunk, table.io, write_uuid=commit_uuid, counter=counter
+                    )
                 )
                 sync.rows_written += chunk.num_rows
         with table.transaction() as tx:
@@ -183,7 +210,9 @@ def sync_curated_documents(store: ObjectStore, catalog: Catalog, chunk_bytes: in
                     "fm.batches-changed-count": str(len(changed)),
                     "fm.batches-removed": ",".join(removed[:SUMMARY_BATCHES]),
                 }
-                with tx.update_snapshot(snapshot_properties=summary).overwrite(commit_uuid=commit_uuid) as overwrite:
+                with tx.update_snapshot(snapshot_properties=summary).overwrite(
+                    commit_uuid=commit_uuid
+                ) as overwrite:
                     for data_file in stale:
                         overwrite.delete_data_file(data_file)
                     for data_file in added:
@@ -193,7 +222,11 @@ def sync_curated_documents(store: ObjectStore, catalog: Catalog, chunk_bytes: in
                 tx.remove_properties(*(f"{VERSION_PROPERTY}{batch}" for batch in removed))
         table = catalog.load_table(CURATED_TABLE)
         log.info(
-            "%s: %d batches replaced, %d removed, %d rows written", CURATED_TABLE, len(changed), len(removed), sync.rows_written
+            "%s: %d batches replaced, %d removed, %d rows written",
+            CURATED_TABLE,
+            len(changed),
+            len(removed),
+            sync.rows_written,
         )
     snapshot = table.current_snapshot()
     sync.snapshot_id = snapshot.snapshot_id if snapshot else None
@@ -203,7 +236,10 @@ def sync_curated_documents(store: ObjectStore, catalog: Catalog, chunk_bytes: in
 
 def expected_curated_rows(store: ObjectStore) -> int:
     """Documents the decontaminate stage kept, summed over batches (what the table must hold)."""
-    return sum(read_success(store, SOURCE_STAGE, batch).counts.records_out for batch in batches_with_ref(store, SOURCE_STAGE))
+    return sum(
+        read_success(store, SOURCE_STAGE, batch).counts.records_out
+        for batch in batches_with_ref(store, SOURCE_STAGE)
+    )
 
 
 # -- Lance --------------------------------------------------------------------------------------
@@ -213,7 +249,10 @@ def _tokens_by_doc(store: ObjectStore, batch: str) -> pa.Table:
     """(doc_id, n_tokens) of ``batch``'s tokenized documents; empty when tokenize has not run."""
     if read_ref(store, TOKENS_STAGE, batch) is None:
         return pa.table({"doc_id": pa.array([], pa.string()), "n_tokens": pa.array([], pa.int64())})
-    parts = [pa.Table.from_batches([b]) for b in iter_part_batches(store, TOKENS_STAGE, batch, ["doc_id", "n_tokens"])]
+    parts = [
+        pa.Table.from_batches([b])
+        for b in iter_part_batches(store, TOKENS_STAGE, batch, ["doc_id", "n_tokens"])
+    ]
     if not parts:
         return pa.table({"doc_id": pa.array([], pa.string()), "n_tokens": pa.array([], pa.int64())})
     tokens = pa.concat_tables(parts)
@@ -227,7 +266,9 @@ def iter_document_rows(store: ObjectStore, batches: list[str]) -> Iterator[pa.Re
         tokens = _tokens_by_doc(store, batch)  # two narrow columns: O(documents in one batch)
         for record_batch in iter_part_batches(store, SOURCE_STAGE, batch, columns):
             docs = pa.Table.from_batches([record_batch])
-            docs = docs.append_column("n_chars", pc.utf8_length(docs.column("text")).cast(pa.int64())).drop_columns("text")
+            docs = docs.append_column(
+                "n_chars", pc.utf8_length(docs.column("text")).cast(pa.int64())
+            ).drop_columns("text")
             joined = docs.join(tokens, keys="doc_id", join_type="left outer")
             yield from joined.select(LANCE_SCHEMA.names).cast(LANCE_SCHEMA).to_batches()
 
@@ -239,8 +280,20 @@ def lance_inputs_version(store: ObjectStore) -> tuple[list[str], str]:
     return batches, stable_hash([(batch, docs[batch], tokens.get(batch)) for batch in batches])
 
 
-def write_documents_lance(store: ObjectStore, uri: str, storage_options: dict[str, str] | None = None) -> dict[str, Any]:
-    """Overwrite the Lance documents dataset at ``uri`` (a new Lance version) unless its inputs are unchanged."""
+def write_documents_lance(
+    store: ObjectStore, uri: str, storage_options: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """Overwrite the Lance documents dataset at ``uri`` (a new Lance version) unless its inputs are unchanged.
+
+    Serialized by ``store_lock(store, LANCE_LOCK)``, so the inputs check and the write see the same state.
+    """
+    with store_lock(store, LANCE_LOCK):
+        return _write_documents_lance(store, uri, storage_options)
+
+
+def _write_documents_lance(
+    store: ObjectStore, uri: str, storage_options: dict[str, str] | None
+) -> dict[str, Any]:
     import lance  # imported here: lance warns when a process that imported it forks (Spark, executors)
 
     batches, inputs_version = lance_inputs_version(store)
@@ -248,16 +301,31 @@ def write_documents_lance(store: ObjectStore, uri: str, storage_options: dict[st
         existing = lance.dataset(uri, storage_options=storage_options)
     except (ValueError, FileNotFoundError, OSError):
         existing = None
-    if existing is not None and (existing.schema.metadata or {}).get(LANCE_INPUTS_KEY) == inputs_version.encode():
+    if (
+        existing is not None
+        and (existing.schema.metadata or {}).get(LANCE_INPUTS_KEY) == inputs_version.encode()
+    ):
         log.info("Lance %s is current (inputs %s): nothing written", uri, inputs_version)
-        return {"version": existing.version, "rows": existing.count_rows(), "written": False, "inputs_version": inputs_version}
+        return {
+            "version": existing.version,
+            "rows": existing.count_rows(),
+            "written": False,
+            "inputs_version": inputs_version,
+        }
     schema = LANCE_SCHEMA.with_metadata({LANCE_INPUTS_KEY: inputs_version.encode()})
     reader = pa.RecordBatchReader.from_batches(
         schema, (b.replace_schema_metadata(schema.metadata) for b in iter_document_rows(store, batches))
     )
-    dataset = lance.write_dataset(reader, uri, schema=schema, mode="overwrite", storage_options=storage_options)
+    dataset = lance.write_dataset(
+        reader, uri, schema=schema, mode="overwrite", storage_options=storage_options
+    )
     log.info("Lance %s: version %d, %d rows", uri, dataset.version, dataset.count_rows())
-    return {"version": dataset.version, "rows": dataset.count_rows(), "written": True, "inputs_version": inputs_version}
+    return {
+        "version": dataset.version,
+        "rows": dataset.count_rows(),
+        "written": True,
+        "inputs_version": inputs_version,
+    }
 
 
 # -- Dagster assets -----------------------------------------------------------------------------

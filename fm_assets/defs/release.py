@@ -1,19 +1,28 @@
-"""The ``dataset_release`` asset: one dataset version (manifest + card) over every batch's shards."""
+"""The ``dataset_release`` asset: one dataset version (manifest + card) over every batch's shards.
+
+Assembling reads every batch's shard ref and moves ``LATEST.json``, so it is one writer at a time: pool
+``release`` (give it a limit of 1 in the instance's concurrency config) and, on a local root, a file lock.
+"""
 
 from dagster import AssetExecutionContext, DataVersion, MaterializeResult, MetadataValue, asset
 
 from fm_assets.datasets.release import assemble_release
+from fm_assets.engine.locks import store_lock
+
+RELEASE_LOCK = "release"  # store_lock and Dagster pool name
 
 
 @asset(
     group_name="release",
     deps=["shard"],
     required_resource_keys={"store", "pipeline"},
+    pool=RELEASE_LOCK,
     description="Dataset version manifest + card over every batch's shards.",
 )
 def dataset_release(context: AssetExecutionContext) -> MaterializeResult:
     store = context.resources.store.store()
-    result = assemble_release(store, context.resources.pipeline.dataset_name)
+    with store_lock(store, RELEASE_LOCK):  # a release that read older refs must not move LATEST.json last
+        result = assemble_release(store, context.resources.pipeline.dataset_name)
     return MaterializeResult(
         data_version=DataVersion(result["version"]),
         metadata={

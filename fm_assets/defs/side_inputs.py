@@ -1,6 +1,8 @@
 """Side inputs as assets, so the UI shows why a stage is stale: the tokenizer (trained or registered once,
-pinned by sha256) and the blocklists and eval registry (observable sources: their version is their content)."""
+pinned by sha256) and the blocklists and eval registry (observable sources: their version is their content).
 
+The tokenizer trains on the earliest landed batch's curated text; until that exists it waits and retries
+like a stage waiting for earlier batches (``stage_assets.retry_when_pending``)."""
 
 from dagster import (
     AssetExecutionContext,
@@ -12,6 +14,8 @@ from dagster import (
     observable_source_asset,
 )
 
+from fm_assets.defs.stage_assets import retry_when_pending
+from fm_assets.engine.refs import EarlierBatchPending
 from fm_assets.side_inputs.tokenizer import TRAINING_STAGE, ensure_pinned
 from fm_resources.object_store import ObjectStoreResource
 from fm_resources.side_inputs import BlocklistsResource, EvalRegistryResource
@@ -25,12 +29,15 @@ from fm_resources.tokenizer_registry import TokenizerRegistryResource
     kinds={"python"},
     pool="tokenizer",
     description="The pinned tokenizer: FM_TOKENIZER_FILE registered, else a byte-level BPE trained once on "
-    "the curated text. Its sha256 is an input of tokenize's key.",
+    "the curated text of the earliest landed batch. Its sha256 is an input of tokenize's key.",
 )
 def tokenizer(
     context: AssetExecutionContext, store: ObjectStoreResource, tokenizers: TokenizerRegistryResource
 ) -> MaterializeResult:
-    pinned, action = ensure_pinned(store.store(), tokenizers.spec())
+    try:
+        pinned, action = ensure_pinned(store.store(), tokenizers.spec())
+    except EarlierBatchPending as pending:
+        retry_when_pending(context, pending)
     context.log.info(f"tokenizer {pinned.sha256[:12]}: {action}")
     return MaterializeResult(
         data_version=DataVersion(pinned.sha256),
@@ -43,7 +50,9 @@ def tokenizer(
     )
 
 
-@observable_source_asset(group_name="side_inputs", description="Blocklists (FM_BLOCKLIST_FILE); version = content.")
+@observable_source_asset(
+    group_name="side_inputs", description="Blocklists (FM_BLOCKLIST_FILE); version = content."
+)
 def blocklists(blocklists: BlocklistsResource) -> ObserveResult:
     lists = blocklists.load()
     return ObserveResult(
@@ -58,7 +67,8 @@ def blocklists(blocklists: BlocklistsResource) -> ObserveResult:
 
 
 @observable_source_asset(
-    group_name="side_inputs", description="Eval passages decontaminate guards against; version = n-gram index."
+    group_name="side_inputs",
+    description="Eval passages decontaminate guards against; version = n-gram index.",
 )
 def eval_registry(eval_registry: EvalRegistryResource) -> ObserveResult:
     index = eval_registry.index()

@@ -2,12 +2,19 @@
 
 The asset always reports a materialization, even on a cache hit, carrying the stage's data version,
 so the UI and lineage stay true while the stage contract decides whether work is done.
-"""
 
+A stage whose cross-batch state needs earlier landed batches that have not reached it yet raises
+``EarlierBatchPending`` (``engine.refs``). The asset turns that into ``RetryRequested``: the step ends (its
+pool slot is freed) and is retried after a backoff, so concurrent runs and backfills in any order wait for
+the earlier batches and write what serial runs in id order write. The wait is bounded
+(``PENDING_MAX_RETRIES``): a batch whose earlier batch is landed but never run fails with a message naming
+the batches to run (``fm run <batch>``), instead of holding its run slot forever. Earlier batches are never
+blocked by later ones, so runs queued in id order (the landing sensor, ``fm run``) always make progress.
+"""
 
 import json
 import time
-from typing import Any
+from typing import Any, NoReturn
 
 from dagster import (
     AssetCheckResult,
@@ -18,6 +25,7 @@ from dagster import (
     DataVersion,
     MaterializeResult,
     MetadataValue,
+    RetryRequested,
     asset,
 )
 
@@ -25,13 +33,39 @@ from fm_assets.defs.partitions import batch_partitions
 from fm_assets.engine import progress
 from fm_assets.engine.checks import evaluate_checks, stage_checks
 from fm_assets.engine.records import StageSuccess
-from fm_assets.engine.refs import write_ref
+from fm_assets.engine.refs import EarlierBatchPending, write_ref
 from fm_assets.engine.run import run_stage
 from fm_assets.engine.stage import Stage, StageContext
 from fm_assets.engine.store import ObjectStore
 
 # what a stage may ask for through StageContext.resource(); bound in defs/resources.py
 STAGE_RESOURCES = ("spark", "blocklists", "eval_registry")
+
+# Waiting for earlier batches (EarlierBatchPending): retry after PENDING_FIRST_WAIT_SECONDS, doubling up to
+# PENDING_MAX_WAIT_SECONDS, at most PENDING_MAX_RETRIES times (about two hours in all), then fail.
+PENDING_FIRST_WAIT_SECONDS = 5.0
+PENDING_MAX_WAIT_SECONDS = 60.0
+PENDING_MAX_RETRIES = 125
+
+
+def pending_wait_seconds(retry_number: int) -> float:
+    """The backoff before retry ``retry_number + 1`` of a step waiting for earlier batches."""
+    return min(PENDING_FIRST_WAIT_SECONDS * 2 ** min(retry_number, 16), PENDING_MAX_WAIT_SECONDS)
+
+
+def retry_when_pending(context: AssetExecutionContext, pending: EarlierBatchPending) -> NoReturn:
+    """Raise ``RetryRequested`` for ``pending`` while the wait budget lasts; then fail the step with the
+    error itself, saying how long it waited and which batches to run. Call it in the ``except`` block."""
+    attempt = context.retry_number
+    if attempt >= PENDING_MAX_RETRIES:
+        final = pending.gave_up(sum(pending_wait_seconds(n) for n in range(attempt)))
+        context.log.error(str(final))
+        raise final from None  # the root cause `fm run` and the UI show
+    wait = pending_wait_seconds(attempt)
+    context.log.warning(
+        f"{pending} Retrying in {wait:.0f}s (retry {attempt + 1} of at most {PENDING_MAX_RETRIES})."
+    )
+    raise RetryRequested(max_retries=PENDING_MAX_RETRIES, seconds_to_wait=wait) from pending
 
 
 def run_checks(stage: Stage, store: ObjectStore, success: StageSuccess) -> list[AssetCheckResult]:
@@ -96,12 +130,18 @@ def build_stage_asset(stage: Stage, pipeline_version: str) -> AssetsDefinition:
         )
         progress.emit("start", stage.name, batch)
         started = time.perf_counter()
-        outcome = run_stage(stage, ctx)
+        try:
+            outcome = run_stage(stage, ctx)
+        except EarlierBatchPending as pending:
+            retry_when_pending(context, pending)
         wall = time.perf_counter() - started
         write_ref(store, stage.name, batch, outcome.success, cache_hit=outcome.cache_hit, wall_seconds=wall)
         counts = outcome.success.counts
         progress.emit(
-            "end", stage.name, batch, {"cache_hit": outcome.cache_hit, "wall_seconds": wall, **counts.to_json()}
+            "end",
+            stage.name,
+            batch,
+            {"cache_hit": outcome.cache_hit, "wall_seconds": wall, **counts.to_json()},
         )
         context.log.info(
             f"{stage.name}[{batch}]: {'cache hit, no work done' if outcome.cache_hit else 'computed'} "

@@ -1,4 +1,8 @@
-"""The view assets: the Iceberg table of curated documents and the Lance documents view."""
+"""The view assets: the Iceberg table of curated documents and the Lance documents view.
+
+Each commits shared state, so each is in a pool of its own (``iceberg``, ``lance``: give them a limit of 1
+in the instance's concurrency config); on a local root the sync also holds a file lock (datasets/views.py).
+"""
 
 from dagster import (
     AssetCheckResult,
@@ -12,6 +16,8 @@ from dagster import (
 
 from fm_assets.datasets.views import (
     CURATED_TABLE,
+    ICEBERG_LOCK,
+    LANCE_LOCK,
     SOURCE_STAGE,
     TOKENS_STAGE,
     expected_curated_rows,
@@ -25,6 +31,7 @@ from fm_assets.datasets.views import (
     deps=[SOURCE_STAGE],
     required_resource_keys={"store", "iceberg"},
     code_version="curated-v1",
+    pool=ICEBERG_LOCK,
     check_specs=[AssetCheckSpec("rows_match_decontaminate", asset="curated_documents")],
     description="Iceberg table fm.curated_documents: every batch's decontaminated documents, partitioned by batch.",
 )
@@ -58,12 +65,15 @@ def curated_documents(context: AssetExecutionContext) -> MaterializeResult:
     deps=[SOURCE_STAGE, TOKENS_STAGE],
     required_resource_keys={"store", "lance"},
     code_version="documents-lance-v1",
+    pool=LANCE_LOCK,
     description="Lance dataset of per-document stats (source, licence, language, quality, chars, tokens, PII flags).",
 )
 def documents_lance(context: AssetExecutionContext) -> MaterializeResult:
     store = context.resources.store.store()
     lance_resource = context.resources.lance
-    result = write_documents_lance(store, lance_resource.documents(), lance_resource.storage_options() or None)
+    result = write_documents_lance(
+        store, lance_resource.documents(), lance_resource.storage_options() or None
+    )
     return MaterializeResult(
         data_version=DataVersion(result["inputs_version"]),
         metadata={

@@ -1,8 +1,14 @@
 """Advisory locks for cross-batch state on a local root (tokenizer pin, catalog commits).
 
-On a local root a lock is ``fcntl.flock`` on ``<root>/locks/<name>.lock``: it serialises processes on one
-machine and is released by the kernel when a holder dies (kill -9 included). Remote roots get no file lock:
-there, Dagster's concurrency pools (see ``defs/jobs.py``) give each piece of shared state one writer.
+On a local root a lock is ``fcntl.flock`` on ``<root>/locks/<name>.lock``: it serialises processes (and,
+since each holder opens its own file description, threads) on one machine and is released by the kernel
+when a holder dies (kill -9 included). Remote roots get no file lock: there, Dagster's concurrency pools of
+the same names on the assets give each piece of shared state one writer (the instance must limit them to 1).
+
+Names in use: ``tokenizer`` (the pin, side_inputs/tokenizer.py), ``iceberg`` and ``lance`` (the view
+commits, datasets/views.py), ``release`` (dataset versions and LATEST.json, defs/release.py).
+Stage outputs need no lock: they are content-addressed and written atomically; cross-batch reads wait for
+earlier batches instead (``refs.EarlierBatchPending``).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ log = logging.getLogger(__name__)
 
 @contextlib.contextmanager
 def store_lock(store: ObjectStore, name: str) -> Iterator[None]:
+    """Hold the exclusive lock ``name`` for the ``with`` block (a no-op on a remote root)."""
     if not store.is_local:
         yield
         return
@@ -27,6 +34,7 @@ def store_lock(store: ObjectStore, name: str) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+") as handle:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        log.debug("holding lock %s", path)
         try:
             yield
         finally:

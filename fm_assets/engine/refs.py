@@ -2,9 +2,18 @@
 
 Data under ``stages/`` is immutable and content-addressed; a ref is updated (atomically) each time a
 stage materializes, like a git branch pointing at a commit. Downstream stages and reports follow refs.
+
+Cross-batch state reads the refs of *earlier* batches (``earlier_outputs``). "Earlier" is defined by the
+landed complete batches (those ``landing.list_complete_batches`` returns; id = landing order), not by
+which batches happen to have output already: when an earlier landed batch has no output of the stage yet,
+the stage must not run against a partial prior set, so ``earlier_outputs`` raises ``EarlierBatchPending``.
+The Dagster layer turns that into a bounded wait (``RetryRequested``); the engine API lets it propagate.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
 
 from fm_assets.engine import layout
 from fm_assets.engine.records import PriorOutput, StageRef, StageSuccess
@@ -13,6 +22,68 @@ from fm_assets.engine.store import ObjectStore
 
 class MissingUpstreamError(RuntimeError):
     """A stage ran before its upstream stage had output for that batch."""
+
+
+NAMED_BATCHES = 8  # batch ids spelled out in an EarlierBatchPending message (a backfill may miss thousands)
+
+
+class EarlierBatchPending(RuntimeError):
+    """Cross-batch state needs output of ``stage`` for earlier landed batches that do not have it yet.
+
+    ``waiter`` is what waits (``dedup[<batch>]``, ``tokenizer``); ``missing`` the earlier batches, in id
+    order. Retrying later is correct (the output is deterministic once they have run); running on without
+    them is not. ``waited_seconds`` is set when a caller gives up waiting, which changes the advice.
+    """
+
+    def __init__(
+        self,
+        stage: str,
+        waiter: str,
+        missing: Sequence[str],
+        *,
+        purpose: str = "its cross-batch state must cover every earlier landed batch",
+        waited_seconds: float | None = None,
+    ) -> None:
+        self.stage = stage
+        self.waiter = waiter
+        self.missing = list(missing)
+        self.purpose = purpose
+        self.waited_seconds = waited_seconds
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        named = " ".join(self.missing[:NAMED_BATCHES])
+        more = f" (and {len(self.missing) - NAMED_BATCHES} more)" if len(self.missing) > NAMED_BATCHES else ""
+        head = (
+            f"{self.waiter} cannot run yet: {self.purpose}, and {len(self.missing)} landed batch(es) it depends "
+            f"on have no `{self.stage}` output: {named}{more}."
+        )
+        command = (
+            f"`fm run {named}` (or `fm run`, which runs every landed batch in id order)"
+            if not more
+            else "`fm run` (every landed batch, in id order)"
+        )
+        if self.waited_seconds is None:
+            return f"{head} It can run once they have; if they are not being run, run them: {command}."
+        return (
+            f"{head} Gave up after waiting {self.waited_seconds:.0f}s for them; they do not seem to be running. "
+            f"Run them: {command}, then run this batch again."
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable across processes despite the keyword arguments
+        return (_restore_pending, (self.stage, self.waiter, self.missing, self.purpose, self.waited_seconds))
+
+    def gave_up(self, waited_seconds: float) -> EarlierBatchPending:
+        """The same condition, for a caller that stopped waiting after ``waited_seconds``."""
+        return EarlierBatchPending(
+            self.stage, self.waiter, self.missing, purpose=self.purpose, waited_seconds=waited_seconds
+        )
+
+
+def _restore_pending(
+    stage: str, waiter: str, missing: list[str], purpose: str, waited_seconds: float | None
+) -> EarlierBatchPending:
+    return EarlierBatchPending(stage, waiter, missing, purpose=purpose, waited_seconds=waited_seconds)
 
 
 def write_ref(
@@ -42,14 +113,38 @@ def read_success(store: ObjectStore, stage: str, batch: str) -> StageSuccess:
 
 
 def batches_with_ref(store: ObjectStore, stage: str) -> list[str]:
-    return sorted(path.rsplit("/", 1)[-1].removesuffix(".json") for path in store.list(layout.refs_dir(stage)))
+    return sorted(
+        path.rsplit("/", 1)[-1].removesuffix(".json") for path in store.list(layout.refs_dir(stage))
+    )
+
+
+def pending_earlier(store: ObjectStore, stage: str, batch: str) -> list[str]:
+    """Landed complete batches that sort before ``batch`` and have no ``stage`` output yet, in id order.
+
+    The same set as ``[b for b in list_complete_batches(store) if b < batch and b has no ref]``, but only
+    the batches without a ref have their ``_batch.json`` looked up (two listings in the common case where
+    every earlier batch has run, instead of one lookup per landed batch on S3).
+    """
+    have = set(batches_with_ref(store, stage))
+    names = sorted(entry.rsplit("/", 1)[-1] for entry in store.list(layout.landing_dir()))
+    return [
+        name
+        for name in names
+        if name < batch and name not in have and store.exists(layout.batch_manifest(name))
+    ]
 
 
 def earlier_outputs(store: ObjectStore, stage: str, batch: str) -> list[PriorOutput]:
     """The committed outputs of ``stage`` for every batch that sorts before ``batch`` (cross-batch indexes).
 
-    Batches are ordered by id (landing order), so "earlier" is the same for serial and concurrent runs.
+    Batches are ordered by id (landing order). The prior set is every earlier landed complete batch (plus
+    any earlier batch that has output without a landing, which serial runs would see too), so it is the
+    same for serial and concurrent runs: if an earlier landed batch has no ``stage`` output yet this raises
+    ``EarlierBatchPending`` instead of returning a partial set.
     """
+    missing = pending_earlier(store, stage, batch)
+    if missing:
+        raise EarlierBatchPending(stage, f"{stage}[{batch}]", missing)
     found = []
     for prior in batches_with_ref(store, stage):
         if prior >= batch:

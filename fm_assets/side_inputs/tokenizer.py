@@ -4,6 +4,11 @@
 pipeline uses. Pinning happens in one place only, the ``tokenizer`` asset (``ensure_pinned``): it registers
 a configured file, or trains a byte-level BPE on a sample of the curated text, under a lock, once. The
 tokenize stage only reads the pin (``pinned_tokenizer``); computing its key never trains or pins.
+
+The training corpus does not depend on run order: it is the curated (``decontaminate``) text of the
+earliest landed complete batch only, a batch that has no earlier batch and so the same output whichever
+runs go first. Until that batch has curated output, ``ensure_pinned`` raises ``EarlierBatchPending`` (the
+Dagster asset waits and retries), instead of training on whatever batches happen to be done.
 """
 
 from __future__ import annotations
@@ -18,8 +23,9 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from fm_assets.engine import layout
 from fm_assets.engine.hashing import sha256_bytes
+from fm_assets.engine.landing import list_complete_batches
 from fm_assets.engine.locks import store_lock
-from fm_assets.engine.refs import batches_with_ref, read_success
+from fm_assets.engine.refs import EarlierBatchPending, read_ref, read_success
 from fm_assets.engine.store import ObjectStore, iter_parquet_batches
 
 log = logging.getLogger(__name__)
@@ -27,6 +33,7 @@ log = logging.getLogger(__name__)
 EOS_CANDIDATES = ("<|endoftext|>", "</s>", "<eos>", "[SEP]", "<|end_of_text|>")
 PINNED = layout.PINNED_TOKENIZER
 TRAINING_STAGE = "decontaminate"  # the BPE learns from what reaches tokenize
+TRAINED_ORIGIN = "trained:"  # + the batch trained on: the pin's origin when no file was configured
 
 
 class TokenizerError(ValueError):
@@ -59,7 +66,9 @@ def _load(data: bytes, sha: str) -> PinnedTokenizer:
         tokenizer = Tokenizer.from_str(data.decode("utf-8"))
     except Exception as exc:  # the tokenizers library raises a bare Exception on bad JSON
         raise TokenizerError(f"tokenizer {sha[:12]} is not a valid tokenizer.json: {exc}") from exc
-    eos_id = next((tokenizer.token_to_id(t) for t in EOS_CANDIDATES if tokenizer.token_to_id(t) is not None), None)
+    eos_id = next(
+        (tokenizer.token_to_id(t) for t in EOS_CANDIDATES if tokenizer.token_to_id(t) is not None), None
+    )
     return PinnedTokenizer(sha, tokenizer, tokenizer.get_vocab_size(with_added_tokens=True), eos_id)
 
 
@@ -126,25 +135,48 @@ def pinned_tokenizer(store: ObjectStore) -> PinnedTokenizer:
     return registry.get(sha)
 
 
-def training_texts(store: ObjectStore, limit: int) -> tuple[list[str], Iterator[str]]:
-    """(batches used, texts): up to ``limit`` curated documents, earliest batches first."""
-    batches = batches_with_ref(store, TRAINING_STAGE)
+def training_batch(store: ObjectStore) -> str:
+    """The batch a BPE is trained on: the earliest landed complete one, once its curated output exists.
+
+    Raises ``TokenizerError`` when nothing is landed, ``EarlierBatchPending`` while that batch has no
+    ``decontaminate`` output yet (its run is still going, or it has not been run).
+    """
+    landed = list_complete_batches(store)
+    if not landed:
+        raise TokenizerError(
+            "cannot train a tokenizer: no landing batch is complete yet (land one with `fm land`, or set "
+            "FM_TOKENIZER_FILE)"
+        )
+    earliest = landed[0]
+    if read_ref(store, TRAINING_STAGE, earliest) is None:
+        raise EarlierBatchPending(
+            TRAINING_STAGE,
+            "tokenizer",
+            [earliest],
+            purpose="a BPE is trained on the curated text of the earliest landed batch (the same whatever runs "
+            "first; set FM_TOKENIZER_FILE to pin a given tokenizer.json instead)",
+        )
+    return earliest
+
+
+def training_texts(store: ObjectStore, batch: str, limit: int) -> Iterator[str]:
+    """Up to ``limit`` curated documents of ``batch``, in part order (deterministic)."""
 
     def texts() -> Iterator[str]:
-        for batch in batches:
-            for part in read_success(store, TRAINING_STAGE, batch).parts:
-                for record_batch in iter_parquet_batches(store, part, columns=["text"]):
-                    yield from record_batch["text"].to_pylist()
+        for part in read_success(store, TRAINING_STAGE, batch).parts:
+            for record_batch in iter_parquet_batches(store, part, columns=["text"]):
+                yield from record_batch["text"].to_pylist()
 
-    return batches, itertools.islice(texts(), limit)
+    return itertools.islice(texts(), limit)
 
 
 def ensure_pinned(store: ObjectStore, spec: TokenizerSpec) -> tuple[PinnedTokenizer, str]:
     """Pin the tokenizer ``spec`` asks for, once; returns (pinned tokenizer, what happened).
 
     A configured file is registered and pinned (re-pinned when it changed). Without one, an existing pin
-    stays; only when nothing is pinned is a BPE trained on the curated text of the batches so far. The
-    lock makes concurrent runs agree on one pin.
+    stays; only when nothing is pinned is a BPE trained, on the curated text of the earliest landed batch
+    (``training_batch``: raises ``EarlierBatchPending`` until it has some). The lock makes concurrent runs
+    agree on one pin; the fixed corpus makes that pin the same whichever run takes the lock first.
     """
     registry = TokenizerRegistry(store)
     with store_lock(store, "tokenizer"):
@@ -157,13 +189,15 @@ def ensure_pinned(store: ObjectStore, spec: TokenizerSpec) -> tuple[PinnedTokeni
         sha = registry.pinned_sha()
         if sha is not None:
             return registry.get(sha), "unchanged"
-        batches, texts = training_texts(store, spec.train_sample_docs)
-        if not batches:
+        batch = training_batch(store)
+        texts = training_texts(store, batch, spec.train_sample_docs)
+        first = next(texts, None)
+        if first is None:
             raise TokenizerError(
-                f"cannot train a tokenizer: no batch has `{TRAINING_STAGE}` output yet (run the stages before "
-                "tokenize first, or set FM_TOKENIZER_FILE)"
+                f"cannot train a tokenizer: the earliest landed batch {batch} kept no documents after "
+                f"`{TRAINING_STAGE}`; set FM_TOKENIZER_FILE to pin a given tokenizer.json"
             )
-        log.info("no tokenizer configured or pinned: training a byte-level BPE on %s", ", ".join(batches))
-        sha = registry.train_bpe(texts, spec.train_vocab_size)
-        registry.pin(sha, origin=f"trained:{','.join(batches)}")
+        log.info("no tokenizer configured or pinned: training a byte-level BPE on batch %s", batch)
+        sha = registry.train_bpe(itertools.chain([first], texts), spec.train_vocab_size)
+        registry.pin(sha, origin=f"{TRAINED_ORIGIN}{batch}")
         return registry.get(sha), "trained"

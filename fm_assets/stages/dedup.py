@@ -3,6 +3,9 @@
 The first occurrence (in unit order, then row order) survives; earlier batches win over later ones.
 Each batch leaves ``kept_hashes.parquet`` in its output so later batches can check against it. The
 earlier batches' dedup data versions are inputs of the stage key: if one changes, this one recomputes.
+"Earlier" means every earlier landed batch: until all of them have dedup output the stage raises
+``EarlierBatchPending`` (``engine.refs.earlier_outputs``) instead of keeping duplicates of a batch that has
+not run yet, so concurrent runs in any order write what serial runs in id order write.
 """
 
 from __future__ import annotations
@@ -46,7 +49,9 @@ class ExactDedupStage(RemovalStage):
         kept_ids: list[str] = []
         for unit in units:
             for part in unit.inputs:
-                for record_batch in iter_parquet_batches(ctx.store, part, columns=["doc_id", "text"], batch_size=4096):
+                for record_batch in iter_parquet_batches(
+                    ctx.store, part, columns=["doc_id", "text"], batch_size=4096
+                ):
                     ids = record_batch["doc_id"].to_pylist()
                     for doc_id, text in zip(ids, record_batch["text"].to_pylist(), strict=True):
                         digest = content_hash(text)
@@ -55,9 +60,16 @@ class ExactDedupStage(RemovalStage):
                             kept_hashes.append(digest)
                             kept_ids.append(doc_id)
                             continue
-                        reason = "exact_duplicate" if first_batch == ctx.batch else "exact_duplicate_cross_batch"
-                        removed[doc_id] = (reason, {"duplicate_of": first_doc, "duplicate_of_batch": first_batch})
-        kept = pa.table({"hash": pa.array(kept_hashes, pa.binary(16)), "doc_id": pa.array(kept_ids, pa.string())})
+                        reason = (
+                            "exact_duplicate" if first_batch == ctx.batch else "exact_duplicate_cross_batch"
+                        )
+                        removed[doc_id] = (
+                            reason,
+                            {"duplicate_of": first_doc, "duplicate_of_batch": first_batch},
+                        )
+        kept = pa.table(
+            {"hash": pa.array(kept_hashes, pa.binary(16)), "doc_id": pa.array(kept_ids, pa.string())}
+        )
         return RemovalDecision(removed, {"kept": kept})
 
     def complete(

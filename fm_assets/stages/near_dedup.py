@@ -1,7 +1,9 @@
 """near_dedup: MinHash LSH near-duplicate removal on Spark, against this batch and every earlier one.
 
 Each batch leaves ``band_index/`` (the LSH bands and signatures of the documents it kept); a later batch is
-deduplicated against the band indexes of all earlier batches, whose data versions are in its key.
+deduplicated against the band indexes of all earlier batches, whose data versions are in its key. Until every
+earlier landed batch has near_dedup output the stage raises ``EarlierBatchPending`` (see ``engine.refs``)
+rather than run against a partial set; when near-dup is disabled it reads no earlier batch and never waits.
 """
 
 from __future__ import annotations
@@ -35,7 +37,11 @@ class NearDedupStage(SparkRemovalStage):
         return {"enabled": ctx.settings.near_dedup, "minhash": self.dedup_config(ctx).fingerprint()}
 
     def side_inputs(self, ctx: StageContext) -> SideInputs:
-        priors = [p for p in earlier_outputs(ctx.store, self.name, ctx.batch) if p.artifacts.get("band_index")]
+        if not self.enabled(ctx):  # a pass-through reads no earlier batch, so it has nothing to wait for
+            return SideInputs({}, [])
+        priors = [
+            p for p in earlier_outputs(ctx.store, self.name, ctx.batch) if p.artifacts.get("band_index")
+        ]
         return SideInputs({f"near_dedup:{p.batch}": p.data_version for p in priors}, priors)
 
     def removals(self, ctx: StageContext, local_parts: list[str], output_prefix: str) -> RemovalDecision:
@@ -71,7 +77,10 @@ class NearDedupStage(SparkRemovalStage):
     ) -> dict[str, Any]:
         index = layout.in_output(output_prefix, BAND_INDEX)
         has_index = ctx.store.exists(layout.success_marker(index))
-        return {"band_index": index if has_index else None, "stats": dict(prepared.artifacts.get("stats", {}))}
+        return {
+            "band_index": index if has_index else None,
+            "stats": dict(prepared.artifacts.get("stats", {})),
+        }
 
 
 STAGE = NearDedupStage()
