@@ -9,6 +9,7 @@ refused by the build-time self-test.
 from __future__ import annotations
 
 import json
+import pickle
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import pytest
 from tokenizers import Tokenizer, pre_tokenizers
 
 from fm_assets.transforms.tokens import backends as backends_module
-from fm_assets.transforms.tokens.backends import BACKENDS, Backend
+from fm_assets.transforms.tokens.backends import BACKENDS, Backend, GigatokenEncoder
 from fm_assets.transforms.tokens.encoder import HF, HFEncoder, build_encoder, first_difference
 from fm_assets.transforms.tokens.flat import Flat, append_token, doc, flat_from_lists, select_docs
 from fm_assets.transforms.tokens.merge_ranks import rank_merge, tiktoken_ranks
@@ -118,7 +119,9 @@ def test_split_regex_is_not_given_to_tiktoken(tokenizer_file):
         (lambda c: c.update(normalizer={"type": "NFC"}), "normalizer 'NFC'"),
         (lambda c: c.update(normalizer={"type": "Lowercase"}), "normalizer 'Lowercase'"),
         (
-            lambda c: c.update(pre_tokenizer={"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always"}),
+            lambda c: c.update(
+                pre_tokenizer={"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always"}
+            ),
             "pre-tokenizer ['Metaspace']",
         ),
         (lambda c: c["model"].update(dropout=0.1), "dropout"),
@@ -141,7 +144,9 @@ def test_incompatible_tokenizer_falls_back_to_hf(tokenizer_file, edit, why, capl
 
 def test_features_the_backend_lacks_are_refused_before_building(tokenizer_file):
     # gigatoken ignores ByteLevel(use_regex=False) and would mis-encode: it must not even be tried
-    tokenizer = variant(tokenizer_file, lambda c: c["pre_tokenizer"].update(use_regex=False, add_prefix_space=True))
+    tokenizer = variant(
+        tokenizer_file, lambda c: c["pre_tokenizer"].update(use_regex=False, add_prefix_space=True)
+    )
     assert {NO_REGEX, PREFIX_SPACE} <= byte_level_bpe(json.loads(tokenizer.to_str())).features
     choice = build_encoder(tokenizer, ("gigatoken", "tiktoken"))
     assert choice.backend == HF
@@ -167,11 +172,13 @@ class ShiftedOnWhitespaceRuns:
 
 def test_self_test_refuses_a_backend_that_differs_on_a_probe(tokenizer_file, monkeypatch):
     tokenizer = Tokenizer.from_file(str(tokenizer_file))
-    wrong = Backend("shifted", frozenset(), lambda text, spec: ShiftedOnWhitespaceRuns(Tokenizer.from_str(text)))
+    wrong = Backend(
+        "shifted", frozenset(), lambda text, spec: ShiftedOnWhitespaceRuns(Tokenizer.from_str(text))
+    )
     monkeypatch.setitem(backends_module.BACKENDS, "shifted", wrong)
-    choice = build_encoder(tokenizer, ("shifted", "tiktoken"))
+    choice = build_encoder(tokenizer, ("shifted",))
     assert choice.rejected["shifted"].startswith("self-test: probe")
-    assert choice.backend == "tiktoken"
+    assert choice.backend == HF
 
 
 def test_a_backend_that_is_not_installed_is_skipped(tokenizer_file, monkeypatch):
@@ -179,9 +186,9 @@ def test_a_backend_that_is_not_installed_is_skipped(tokenizer_file, monkeypatch)
         raise ImportError("No module named 'fastokens'")
 
     monkeypatch.setitem(backends_module.BACKENDS, "fastokens", Backend("fastokens", frozenset(), missing))
-    choice = build_encoder(Tokenizer.from_file(str(tokenizer_file)), ("fastokens", "tiktoken"))
+    choice = build_encoder(Tokenizer.from_file(str(tokenizer_file)), ("fastokens",))
     assert choice.rejected["fastokens"].startswith("not installed")
-    assert choice.backend == "tiktoken"
+    assert choice.backend == HF
 
 
 def test_unknown_backend_name_is_an_error(tokenizer_file):
@@ -234,6 +241,32 @@ def test_trained_tokenizer_is_a_plain_byte_level_bpe(tokenizer_file):
     assert [(t.content, t.special) for t in spec.added] == [("<|endoftext|>", True), ("<|pad|>", True)]
     assert set(byte_to_char().values()) == set(pre_tokenizers.ByteLevel.alphabet())
     assert len(set(byte_to_char().values())) == 256
+
+
+@pytest.mark.parametrize("name", [*ALL_BACKENDS, HF])
+def test_chosen_encoder_pickles_for_worker_processes(name, tokenizer_file):
+    choice = build_encoder(Tokenizer.from_file(str(tokenizer_file)), (name,))
+    assert choice.backend == name, choice.rejected
+    copy = pickle.loads(pickle.dumps(choice))
+    texts = probe_strings()
+    assert copy.backend == name and copy.rejected == choice.rejected
+    assert_same_ids(choice.encoder.encode_flat(texts), copy.encoder.encode_flat(texts), texts)
+
+
+@pytest.mark.skipif(not installed("gigatoken"), reason="gigatoken not installed")
+def test_gigatoken_rebuild_keeps_the_ids(tokenizer_file, real_sample):
+    text = tokenizer_file.read_text()
+    encoder = GigatokenEncoder(text, rebuild_tokens=2_000)  # rebuilt after almost every batch
+    texts = sample_texts(real_sample)[:40]
+    reference = HFEncoder(Tokenizer.from_str(text))
+    builds = []
+    build = encoder._build
+    encoder._build = lambda: builds.append(1) or build()
+    for start in range(0, len(texts), 8):
+        batch = texts[start : start + 8]
+        assert_same_ids(reference.encode_flat(batch), encoder.encode_flat(batch), batch)
+        assert encoder._tokens_since_build < 2_000  # the cache never outlives the budget
+    assert len(builds) >= 2
 
 
 def test_flat_helpers():

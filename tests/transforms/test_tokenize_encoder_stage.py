@@ -67,12 +67,15 @@ def write_decontaminate_output(store: ObjectStore, texts: Sequence[str]) -> None
     write_ref(store, "decontaminate", BATCH, success, cache_hit=False, wall_seconds=0.0)
 
 
-def tokenize(root: Path, texts: Sequence[str], tokenizer_file: Path) -> tuple[ObjectStore, StageOutcome]:
+def tokenize(
+    root: Path, texts: Sequence[str], tokenizer_file: Path, **settings: object
+) -> tuple[ObjectStore, StageOutcome]:
     store = ObjectStore(str(root))
     write_decontaminate_output(store, texts)
     registry = TokenizerRegistry(store)
     registry.pin(registry.register_file(tokenizer_file), origin="test")
-    return store, run_stage(STAGE, StageContext(store, BATCH, PipelineSettings(progress=False)))
+    context = StageContext(store, BATCH, PipelineSettings(progress=False, **settings))  # type: ignore[arg-type]
+    return store, run_stage(STAGE, context)
 
 
 def part_bytes(store: ObjectStore, outcome: StageOutcome) -> list[bytes]:
@@ -126,9 +129,12 @@ class OffByOneOnLongest:
 
 def test_check_fails_when_the_encoder_differs_from_hf(tmp_path, monkeypatch, texts, tokenizer_file):
     monkeypatch.setattr(
-        tokenize_module, "build_encoder", lambda tokenizer: EncoderChoice(OffByOneOnLongest(tokenizer), "test")
+        tokenize_module,
+        "build_encoder",
+        lambda tokenizer: EncoderChoice(OffByOneOnLongest(tokenizer), "test"),
     )
-    store, outcome = tokenize(tmp_path / "root", texts, tokenizer_file)
+    # workers=1: the units run in this process, where the test's encoder class is importable
+    store, outcome = tokenize(tmp_path / "root", texts, tokenizer_file, workers=1)
     result = check_hf_reencode_sample(store, outcome.success, STAGE)
     assert not result.passed
     assert result.metadata["mismatched_docs"] == UNITS  # the longest document of every unit is always sampled

@@ -3,7 +3,8 @@
 Each ``Backend`` says which ``tokenizer_json`` features it reproduces exactly and builds an encoder from the
 tokenizer.json text. The libraries are imported when a backend is built, so a missing one is just a backend
 that is not available (``ImportError``). Which one is used, and the check that it matches HF, is
-``encoder.build_encoder``'s business.
+``encoder.build_encoder``'s business. Encoders pickle as what they were built from (the tokenizer.json), so
+the tokenize stage's prepared encoder can go to unit worker processes, which rebuild it.
 
 - fastokens: a reimplementation of HF ``tokenizers`` (merge-list BPE, PCRE2 split regexes) read from the
   same tokenizer.json; flat output straight from Rust. Its word cache is bounded.
@@ -53,7 +54,11 @@ class FastokensEncoder:
     def __init__(self, tokenizer_json: str) -> None:
         import fastokens
 
+        self._json = tokenizer_json
         self._tokenizer = fastokens.Tokenizer.from_json_str(tokenizer_json)
+
+    def __reduce__(self) -> tuple[Any, ...]:  # to worker processes: rebuilt there from the tokenizer.json
+        return (FastokensEncoder, (self._json,))
 
     def encode_flat(self, texts: Sequence[str]) -> Flat:
         ids, offsets = self._tokenizer.encode_batch_flat(list(texts), add_special_tokens=False)
@@ -67,10 +72,14 @@ class GigatokenEncoder:
     def __init__(self, tokenizer_json: str, rebuild_tokens: int = GIGATOKEN_REBUILD_TOKENS) -> None:
         import gigatoken
 
+        self._json = tokenizer_json
         self._build: Callable[[], Any] = lambda: gigatoken.Tokenizer.from_json(tokenizer_json)
         self._tokenizer = self._build()
         self._rebuild_tokens = rebuild_tokens
         self._tokens_since_build = 0
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (GigatokenEncoder, (self._json, self._rebuild_tokens))
 
     def encode_flat(self, texts: Sequence[str]) -> Flat:
         import awkward as ak
@@ -89,14 +98,20 @@ class TiktokenEncoder:
     backend = "tiktoken"
 
     def __init__(self, spec: ByteLevelBpe) -> None:
+        ranks = tiktoken_ranks(spec)  # first: a vocabulary tiktoken cannot reproduce is refused as such
+
         import tiktoken
 
+        self._spec = spec
         self._encoding = tiktoken.Encoding(
             name="fm-tokenize",
             pat_str=spec.split_pattern,
-            mergeable_ranks=tiktoken_ranks(spec),
+            mergeable_ranks=ranks,
             special_tokens={token.content: token.id for token in spec.added},
         )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (TiktokenEncoder, (self._spec,))
 
     def encode_flat(self, texts: Sequence[str]) -> Flat:
         return flat_from_arrays(
