@@ -68,11 +68,10 @@ def _unit_sample(
                 stored[batch["doc_id"][offset].as_py()] = batch["tokens"][offset].values.to_numpy()
             position += batch.num_rows
     texts: dict[str, str] = {}
+    sampled = pa.array(list(stored), pa.string())
     for part in marker.inputs:
         for batch in iter_parquet_batches(store, part, columns=["doc_id", "text"]):
-            for i in np.flatnonzero(
-                pc.is_in(batch["doc_id"], pa.array(list(stored), pa.string())).to_numpy(False)
-            ):
+            for i in np.flatnonzero(pc.is_in(batch["doc_id"], sampled).to_numpy(zero_copy_only=False)):
                 texts[batch["doc_id"][int(i)].as_py()] = batch["text"][int(i)].as_py()
     return stored, texts, str(marker.extra.get("encoder", "unrecorded"))
 
