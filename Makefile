@@ -30,4 +30,5 @@ bench: setup
 	.venv/bin/python bench/dedup.py
 
 ui: setup
-	FM_ROOT=$${FM_ROOT:-$$(pwd)/fm_data} DAGSTER_HOME=$${DAGSTER_HOME:-$$(pwd)/fm_data/dagster_home} .venv/bin/dagster dev -w workspace.yaml
+	FM_ROOT=$${FM_ROOT:-$$(pwd)/fm_data} DAGSTER_HOME=$${DAGSTER_HOME:-$$(pwd)/fm_data/dagster_home} sh -c \
+	  '.venv/bin/python -m fm_assets.defs.instance "$$DAGSTER_HOME" && exec .venv/bin/dagster dev -w workspace.yaml'

@@ -21,5 +21,12 @@ if ! command -v java >/dev/null 2>&1; then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq openjdk-17-jre-headless >/dev/null
 fi
+# The UI tests drive Debian's Chromium through Playwright (never Playwright's own browser downloads).
+if [ ! -x /usr/bin/chromium ]; then
+  echo "setup: chromium not found; installing Debian's chromium for the UI tests" >&2
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq chromium >/dev/null
+fi
 java -version 2>&1 | head -1
 python -c "import dagster, pyspark, fm_assets, fm_loader; print('setup ok: dagster', dagster.__version__, '| pyspark', pyspark.__version__)"
