@@ -28,6 +28,8 @@ bench: setup
 	.venv/bin/python bench/pipeline.py
 	.venv/bin/python bench/loader.py
 	.venv/bin/python bench/dedup.py
+	.venv/bin/python bench/tokenize.py
+	.venv/bin/python bench/scale.py
 
 ui: setup
 	FM_ROOT=$${FM_ROOT:-$$(pwd)/fm_data} DAGSTER_HOME=$${DAGSTER_HOME:-$$(pwd)/fm_data/dagster_home} sh -c \
