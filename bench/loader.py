@@ -15,7 +15,7 @@ Readers, each over the same ``rows x seq_len`` uint16 tokens, from page cache (o
 Timing: the readers are run in rounds, one pass of each per round in turn, for ``--repeats`` rounds. Every ratio
 is computed within a round (so that a burst of load on a shared machine hits both sides of it) and the median
 over the rounds is reported, with the median and best seconds of each reader. ``load_avg`` shows how busy the
-machine was.
+machine was; ``cpu_time_ratios`` are the same ratios from this process's CPU time, steadier when it is busy.
 
 Units: ``bytes_per_s`` is shard token bytes per second (2 bytes a token), the unit shared by every reader;
 ``fraction_of_memcpy`` compares fm_loader's (full batch dicts) with memcpy's. ``output_bytes_per_s`` counts
@@ -170,15 +170,21 @@ def mds_pass(streaming: Any, folder: str) -> int:
     return tokens
 
 
-def rounds(readers: dict[str, Callable[[], Any]], repeats: int) -> dict[str, list[float]]:
-    """Seconds of each reader's pass, ``repeats`` rounds of one pass each in turn (after one warm-up each)."""
+def rounds(
+    readers: dict[str, Callable[[], Any]], repeats: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Wall and CPU seconds of each reader's pass: ``repeats`` rounds of one pass of each reader in turn (after
+    one warm-up pass each). CPU time (of this process) is the steadier measure on a busy machine."""
     for fn in readers.values():
         fn()
-    times: dict[str, list[float]] = {name: [] for name in readers}
+    wall: dict[str, list[float]] = {name: [] for name in readers}
+    cpu: dict[str, list[float]] = {name: [] for name in readers}
     for _ in range(repeats):
         for name, fn in readers.items():
-            times[name].append(timed(fn)[0])
-    return times
+            c0 = time.process_time()
+            wall[name].append(timed(fn)[0])
+            cpu[name].append(time.process_time() - c0)
+    return wall, cpu
 
 
 def ratio(times: dict[str, list[float]], slow: str, fast: str) -> float:
@@ -300,14 +306,20 @@ def main() -> None:
 
         rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         t_first, _ = timed(lambda: next(iter(Loader(path, global_batch_size=args.batch, prefetch=0))))
-        times = rounds(readers, args.repeats)
+        times, cpu = rounds(readers, args.repeats)
         deep = Loader(path, global_batch_size=args.batch, epochs=None, prefetch=0)
         deep.load_state_dict({**deep.state_dict(), "epoch": 5, "rows_consumed": args.rows * 3 // 4})
         resume_s, _ = timed(lambda: next(iter(deep)))
 
         def stats(name: str, **extra: float) -> dict[str, float]:
             med = statistics.median(times[name])
-            return {"s": med, "best_s": min(times[name]), "bytes_per_s": token_bytes / med, **extra}
+            return {
+                "s": med,
+                "best_s": min(times[name]),
+                "cpu_s": statistics.median(cpu[name]),
+                "bytes_per_s": token_bytes / med,
+                **extra,
+            }
 
         fm_s = statistics.median(times["fm_loader"])
         out["fm_loader"] = stats(
@@ -332,6 +344,15 @@ def main() -> None:
             out["ratio_vs_mosaic_streaming"] = ratio(times, "mosaic_streaming", "fm_loader")
         out["fraction_of_memcpy"] = ratio(times, "memcpy", "fm_loader")
         out["output_fraction_of_memcpy"] = out["fraction_of_memcpy"] * fm_out / token_bytes
+        out["cpu_time_ratios"] = {
+            "vs_webdataset": ratio(cpu, "webdataset", "fm_loader"),
+            "fraction_of_memcpy": ratio(cpu, "memcpy", "fm_loader"),
+            **(
+                {"vs_mosaic_streaming": ratio(cpu, "mosaic_streaming", "fm_loader")}
+                if "mosaic_streaming" in cpu
+                else {}
+            ),
+        }
         out["first_batch_s"] = t_first
         out["deep_resume_first_batch_s"] = resume_s
         out["rss_growth_mb_during_fm_loader"] = (

@@ -28,6 +28,8 @@ Python work, and no per-row work except zeroing the tail of short rows.
 Batches are written into buffers from a :class:`BufferPool`; a buffer set is reused only when nothing
 outside the pool references its arrays any more (the tensors of earlier batches were dropped), which avoids
 page-faulting fresh memory for every batch without ever overwriting a batch that is still in use.
+``segment_ids`` is the one exception: it is ``np.repeat``'s own result (a new array per batch, which the
+allocator serves from memory freed by earlier batches), one copy cheaper than writing it into a buffer.
 """
 
 from __future__ import annotations
@@ -44,6 +46,18 @@ SOURCE_SHIFT = 48
 """``sample_ids`` is ``source << SOURCE_SHIFT | row inside the source``."""
 
 _ID_DTYPES = {torch.int32: np.int32, torch.int64: np.int64}
+BATCH_KEYS = (
+    "input_ids",
+    "labels",
+    "loss_mask",
+    "position_ids",
+    "segment_ids",
+    "cu_seqlens",
+    "num_docs",
+    "valid_token_count",
+    "sample_ids",
+)
+"""The keys of every batch, in order."""
 
 
 def numpy_id_dtype(dtype: torch.dtype) -> type[np.integer]:
@@ -53,21 +67,41 @@ def numpy_id_dtype(dtype: torch.dtype) -> type[np.integer]:
     return _ID_DTYPES[dtype]
 
 
+CHUNK_TOKENS = 1 << 17
+"""Most tokens whose derived fields one ``np.repeat`` writes: a bigger temporary (over 512 KiB of int32) is,
+with glibc, mapped fresh and page-faulted on every batch. Bigger batches are filled in row chunks."""
+
+
+def chunk_rows(seq_len: int) -> int:
+    """Rows per chunk of :data:`CHUNK_TOKENS` (at least one)."""
+    return max(1, CHUNK_TOKENS // max(1, seq_len))
+
+
 class BufferPool:
     """Reusable output arrays for batches of one shape; a set is handed out again only once unreferenced."""
 
     def __init__(self, batch: int, seq_len: int, max_docs: int, id_dtype: type[np.integer], size: int = 4):
-        self.shapes = {
+        """Describe the arrays of one set (nothing is allocated until :meth:`acquire`).
+
+        Args:
+            batch: Rows ``B``.
+            seq_len: Row length ``T``.
+            max_docs: Documents per row ``cu_seqlens`` has room for.
+            id_dtype: numpy dtype of ``input_ids``.
+            size: Sets kept for reuse; further sets are handed out but not kept.
+        """
+        self.shapes: dict[str, tuple[tuple[int, ...], type[np.generic]]] = {
             "input_ids": ((batch, seq_len), id_dtype),
             "labels": ((batch, seq_len), np.int64),
             "loss_mask": ((batch, seq_len), np.bool_),
             "position_ids": ((batch, seq_len), np.int32),
-            "segment_ids": ((batch, seq_len), np.int32),
             "cu_seqlens": ((batch, max_docs + 1), np.int32),
             "num_docs": ((batch,), np.int32),
             "valid_token_count": ((batch,), np.int32),
             "sample_ids": ((batch,), np.int64),
         }
+        if batch > chunk_rows(seq_len):  # filled in chunks (see fill_batch): segment_ids needs a buffer too
+            self.shapes["segment_ids"] = ((batch, seq_len), np.int32)
         self.size = size
         self._sets: list[tuple[dict[str, np.ndarray], tuple[int, ...]]] = []
 
@@ -76,6 +110,11 @@ class BufferPool:
         return tuple(sys.getrefcount(a) for a in arrays.values())
 
     def acquire(self) -> dict[str, np.ndarray]:
+        """A set of arrays that nothing outside the pool references (contents undefined).
+
+        Returns:
+            Key -> array, as in :attr:`shapes`.
+        """
         for arrays, idle in self._sets:
             if self._refcounts(arrays) == idle:
                 return arrays
@@ -85,7 +124,7 @@ class BufferPool:
         return arrays
 
 
-@lru_cache(maxsize=8)
+@lru_cache(maxsize=16)
 def _arange(count: int, dtype: type[np.integer] = np.int64) -> np.ndarray:
     """A read-only ``np.arange(count)``, shared by every batch of one shape."""
     positions = np.arange(count, dtype=dtype)
@@ -110,7 +149,8 @@ def fill_batch(
 
     Every row is cut into segments: its documents, then one padding segment when it is short. Laid end to end
     the segments cover the ``B*T`` flat positions exactly, so one cumulative sum gives every segment's flat
-    start and end, and one ``np.repeat`` each writes ``segment_ids`` and ``position_ids`` for the whole batch.
+    start and end, and one ``np.repeat`` each writes ``segment_ids`` and ``position_ids`` (per chunk of
+    :data:`CHUNK_TOKENS` for big batches).
 
     Args:
         out: Buffers from :meth:`BufferPool.acquire`; ``input_ids`` holds the rows' tokens.
@@ -121,59 +161,83 @@ def fill_batch(
         tails_zeroed: ``input_ids`` is already 0 past each row's length (skips zeroing it again).
 
     Returns:
-        The batch: a dict of tensors sharing memory with ``out``.
+        The batch: a dict of tensors (keys in :data:`BATCH_KEYS` order) sharing memory with ``out``.
 
     Raises:
         ValueError: A row has more documents than ``cu_seqlens`` has room for, or its document lengths do not
             add up to its length.
     """
-    ids = out["input_ids"]
+    ids, cu = out["input_ids"], out["cu_seqlens"]
     batch, seq_len = ids.shape
-    max_docs = out["cu_seqlens"].shape[1] - 1
+    width = cu.shape[1]
     lengths = np.asarray(lengths, dtype=np.int64)
     n_docs = np.asarray(n_docs, dtype=np.int64)
     doclens = np.asarray(doclens, dtype=np.int64)
-    if n_docs.max(initial=0) > max_docs:
-        raise ValueError(f"a row has {int(n_docs.max())} documents, more than max_docs_per_row={max_docs}")
+    if n_docs.max(initial=0) >= width:
+        raise ValueError(f"a row has {int(n_docs.max())} documents, more than max_docs_per_row={width - 1}")
     doc_row = np.repeat(_arange(batch), n_docs)
     if not np.array_equal(np.bincount(doc_row, weights=doclens, minlength=batch), lengths):
         raise ValueError("document lengths do not add up to the row lengths")
     doc_first = np.cumsum(n_docs)
     doc_first -= n_docs
-    doc_k = _arange(len(doclens)) - doc_first[doc_row]  # 0-based index of each document inside its row
+    doc_k1 = _arange(len(doclens)) + 1
+    doc_k1 -= doc_first[doc_row]  # 1-based index of each document inside its row
     short = np.flatnonzero(lengths < seq_len)
-    seg_value = doc_k.astype(np.int32)
-    seg_value += 1
     if len(short) == 0:  # full rows: the segments are the documents
-        seg_len = doclens
+        seg_len, seg_value = doclens, doc_k1.astype(np.int32)
         seg_end = np.cumsum(doclens)
         doc_end = seg_end
+        segs_before_row = doc_first
     else:  # a padding segment after the documents of each short row
-        pads_before = np.cumsum(lengths < seq_len)
+        is_short = lengths < seq_len
+        pads_before = np.cumsum(is_short)
+        pads_before -= is_short  # short rows before each row
         doc_slot = _arange(len(doclens)) + pads_before[doc_row]
-        doc_slot -= lengths[doc_row] < seq_len  # a row's own padding segment comes after its documents
-        pad_slot = doc_first[short] + n_docs[short] + _arange(len(short))
-        total = len(doclens) + len(short)
-        seg_len = np.empty(total, np.int64)
+        pad_slot = doc_first[short] + n_docs[short] + pads_before[short]
+        seg_len = np.empty(len(doclens) + len(short), np.int64)
         seg_len[doc_slot] = doclens
         seg_len[pad_slot] = seq_len - lengths[short]
-        values = np.zeros(total, np.int32)
-        values[doc_slot] = seg_value
-        seg_value = values
+        seg_value = np.zeros(len(seg_len), np.int32)
+        seg_value[doc_slot] = doc_k1
         seg_end = np.cumsum(seg_len)
         doc_end = seg_end[doc_slot]
+        segs_before_row = doc_first + pads_before
     flat_positions = _flat_positions(batch * seq_len)
     seg_start = seg_end.astype(flat_positions.dtype)
     seg_start -= seg_len.astype(flat_positions.dtype)
 
-    segment_ids, position_ids = out["segment_ids"], out["position_ids"]
-    np.copyto(segment_ids.reshape(-1), np.repeat(seg_value, seg_len))
-    np.subtract(flat_positions, np.repeat(seg_start, seg_len), out=position_ids.reshape(-1), casting="unsafe")
+    position_ids = out["position_ids"]
+    step = chunk_rows(seq_len)
+    if batch <= step:
+        # segment_ids is np.repeat's own result (a fresh array: writing it into a pooled buffer costs a copy)
+        segment_ids = np.repeat(seg_value, seg_len).reshape(batch, seq_len)
+        np.subtract(
+            flat_positions, np.repeat(seg_start, seg_len), out=position_ids.reshape(-1), casting="unsafe"
+        )
+    else:
+        segment_ids = out["segment_ids"]
+        bounds = np.append(segs_before_row, len(seg_len)).tolist()
+        for r0 in range(0, batch, step):
+            r1 = min(batch, r0 + step)
+            s0, s1 = bounds[r0], bounds[r1]
+            lens = seg_len[s0:s1]
+            np.positive(np.repeat(seg_value[s0:s1], lens), out=segment_ids[r0:r1].reshape(-1))  # see labels
+            np.subtract(
+                flat_positions[r0 * seq_len : r1 * seq_len],
+                np.repeat(seg_start[s0:s1], lens),
+                out=position_ids[r0:r1].reshape(-1),
+                casting="unsafe",
+            )
 
     # loss_mask is written directly (1 byte a token) rather than read back from labels (8 bytes a token); it is
     # False exactly where labels get IGNORE_INDEX: the last column, each document's last token, padding.
     labels, loss_mask = out["labels"], out["loss_mask"]
-    np.copyto(labels.reshape(-1)[:-1], ids.reshape(-1)[1:], casting="unsafe")
+    if ids.dtype == labels.dtype:
+        # Not np.copyto: a same-dtype copy is a memmove, and this one's source is 8 bytes past its destination
+        # modulo 4 KiB, which makes memmove's stores and loads alias (ten times slower on some CPUs).
+        np.positive(ids.reshape(-1)[1:], out=labels.reshape(-1)[:-1])
+    else:
+        np.copyto(labels.reshape(-1)[:-1], ids.reshape(-1)[1:], casting="unsafe")
     loss_mask.fill(True)
     labels[:, -1] = IGNORE_INDEX
     loss_mask[:, -1] = False
@@ -188,14 +252,27 @@ def fill_batch(
         loss_mask[row, n:] = False
         position_ids[row, n:] = 0
 
-    cu = out["cu_seqlens"]
-    cu[:] = lengths[:, None]
+    cu[:, 1:] = lengths[:, None]
     cu[:, 0] = 0
-    cu[doc_row, doc_k + 1] = doc_end - doc_row * seq_len
+    doc_end -= doc_row * seq_len  # end of each document inside its row (doc_last is done with doc_end)
+    doc_row *= width
+    doc_row += doc_k1
+    cu.reshape(-1)[doc_row] = doc_end
     out["num_docs"][:] = n_docs
     out["valid_token_count"][:] = lengths
     out["sample_ids"][:] = sample_ids
-    return {key: torch.from_numpy(value) for key, value in out.items()}
+    from_numpy = torch.from_numpy
+    return {
+        "input_ids": from_numpy(ids),
+        "labels": from_numpy(labels),
+        "loss_mask": from_numpy(loss_mask),
+        "position_ids": from_numpy(position_ids),
+        "segment_ids": from_numpy(segment_ids),
+        "cu_seqlens": from_numpy(cu),
+        "num_docs": from_numpy(out["num_docs"]),
+        "valid_token_count": from_numpy(out["valid_token_count"]),
+        "sample_ids": from_numpy(out["sample_ids"]),
+    }
 
 
 def build_batch(

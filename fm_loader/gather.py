@@ -33,7 +33,7 @@ import numpy as np
 import torch
 import xxhash
 
-from fm_loader.batching import BufferPool, fill_batch, numpy_id_dtype
+from fm_loader.batching import BufferPool, chunk_rows, fill_batch, numpy_id_dtype
 from fm_loader.format import INDEX_RECORD_DTYPE, token_dtype_for
 from fm_loader.mixture import Mixture
 from fm_loader.sources import CorruptRowError, ManifestSource, ShardRows, TarShardRows
@@ -70,7 +70,6 @@ _NULL = _null_views()
 class _Gathered(NamedTuple):
     lengths: np.ndarray  # int64 tokens per row (0: padding, other source, skipped corrupt row)
     n_docs: np.ndarray  # int64 documents per row
-    tokens: bytes  # rows * seq_len token ids, zero padded
     doclens: bytes  # int32 document lengths of the rows, in row order
 
 
@@ -202,9 +201,10 @@ class BatchAssembler:
 
     # -- the gather ----------------------------------------------------------------------------------------
     def _gather(
-        self, keys: list[int], rows: np.ndarray, first_slot: int, sample_ids: np.ndarray
+        self, keys: list[int], rows: np.ndarray, ids: np.ndarray, first_slot: int, sample_ids: np.ndarray
     ) -> _Gathered:
-        """Tokens and document lengths of rows ``rows`` of shards ``keys`` (slots ``first_slot...``)."""
+        """Copy rows ``rows`` of shards ``keys`` into ``ids[first_slot:]`` (zero padded); their lengths and
+        document lengths."""
         self._ensure_open(keys)
         isz = self._itemsize
         rec_views, tok_views, doc_views = zip(*map(self._views.__getitem__, keys), strict=True)
@@ -216,16 +216,54 @@ class BatchAssembler:
         lengths = records["n_tokens"].astype(np.int64)
         n_docs = records["n_docs"].astype(np.int64)
         offsets = records["tokens_offset"].astype(np.int64)
-        ends = offsets + lengths * isz
         chunks: list[bytes | memoryview] = list(
-            map(getitem, tok_views, map(slice, offsets.tolist(), ends.tolist()))
+            map(getitem, tok_views, map(slice, offsets.tolist(), (offsets + lengths * isz).tolist()))
         )
-        sums = np.fromiter(map(xxhash.xxh3_64_intdigest, chunks), np.uint64, len(chunks))
-        for j in np.flatnonzero(sums != records["tokens_checksum"]).tolist():
+        want = records["tokens_checksum"].tolist()
+        got = list(map(xxhash.xxh3_64_intdigest, chunks))
+        if got != want:
+            self._recheck(got, want, chunks, keys, rows, offsets, lengths, n_docs, sample_ids[first_slot:])
+        if lengths.min(initial=self.seq_len) < self.seq_len:  # pad short rows with zeros up to seq_len
+            parts: list[bytes | memoryview] = [b""] * (2 * len(chunks))
+            parts[0::2] = chunks
+            pads = ((self.seq_len - lengths) * isz).tolist()
+            parts[1::2] = cast("Iterator[memoryview]", map(getitem, repeat(self._zeros), map(slice, pads)))
+            step = 2
+        else:
+            parts, step = chunks, 1
+        # One bytes.join per chunk of rows gives them as a zero-padded (rows, T) matrix, copied into input_ids
+        # with one dtype conversion (in chunks: a big temporary would be page-faulted afresh every batch).
+        rows_per_chunk = chunk_rows(self.seq_len)
+        for lo in range(0, len(chunks), rows_per_chunk):
+            hi = min(len(chunks), lo + rows_per_chunk)
+            staged = np.frombuffer(b"".join(parts[lo * step : hi * step]), self._dtype)
+            np.copyto(ids[first_slot + lo : first_slot + hi], staged.reshape(hi - lo, -1), casting="unsafe")
+        doc_starts = records["doc_start"].astype(np.int64) * 4
+        doclens = b"".join(
+            map(getitem, doc_views, map(slice, doc_starts.tolist(), (doc_starts + n_docs * 4).tolist()))
+        )
+        return _Gathered(lengths, n_docs, doclens)
+
+    def _recheck(
+        self,
+        got: list[int],
+        want: list[int],
+        chunks: list[bytes | memoryview],
+        keys: list[int],
+        rows: np.ndarray,
+        offsets: np.ndarray,
+        lengths: np.ndarray,
+        n_docs: np.ndarray,
+        sample_ids: np.ndarray,
+    ) -> None:
+        """Re-read from the file every row whose checksum failed; a row that fails again is reported with its
+        shard and row (or, with ``skip_corrupt``, becomes a padding row)."""
+        isz = self._itemsize
+        for j in [j for j, (a, b) in enumerate(zip(got, want, strict=True)) if a != b]:
             reader = self._open[keys[j]]
             assert isinstance(reader, TarShardRows)
             fresh = reader.reread(int(offsets[j]), int(lengths[j]) * isz)
-            if xxhash.xxh3_64_intdigest(fresh) == int(records["tokens_checksum"][j]):
+            if xxhash.xxh3_64_intdigest(fresh) == want[j]:
                 chunks[j] = fresh  # the page cache or the map was bad, the file is good
                 continue
             row = int(rows[j])
@@ -236,22 +274,7 @@ class BatchAssembler:
             self.corrupt_rows_skipped += 1
             chunks[j] = b""
             lengths[j] = n_docs[j] = 0
-            sample_ids[first_slot + j] = -1
-        pads = (self.seq_len - lengths) * isz
-        if pads.any():
-            parts: list[bytes | memoryview] = [b""] * (2 * len(chunks))
-            parts[0::2] = chunks
-            parts[1::2] = cast(
-                "Iterator[memoryview]", map(getitem, repeat(self._zeros), map(slice, pads.tolist()))
-            )
-            tokens = b"".join(parts)
-        else:
-            tokens = b"".join(chunks)
-        doc_starts = records["doc_start"].astype(np.int64) * 4
-        doclens = b"".join(
-            map(getitem, doc_views, map(slice, doc_starts.tolist(), (doc_starts + n_docs * 4).tolist()))
-        )
-        return _Gathered(lengths, n_docs, tokens, doclens)
+            sample_ids[j] = -1
 
     def _pool(self, count: int) -> BufferPool:
         pool = self._pools.get(count)
@@ -282,16 +305,16 @@ class BatchAssembler:
         if len(others):
             rows = rows.copy()
             rows[others] = 0  # the gather reads the null row there; ShardRows.read fills them in afterwards
-        pieces = [self._gather(keys[lo:hi], rows[lo:hi], lo, sample_ids) for lo, hi in self._pieces(keys)]
+        ids = out["input_ids"]
+        pieces = [
+            self._gather(keys[lo:hi], rows[lo:hi], ids, lo, sample_ids) for lo, hi in self._pieces(keys)
+        ]
         if len(pieces) == 1:
-            lengths, n_docs, tokens, doclens = pieces[0]
+            lengths, n_docs, doclens = pieces[0]
         else:
             lengths = np.concatenate([p.lengths for p in pieces])
             n_docs = np.concatenate([p.n_docs for p in pieces])
-            tokens = b"".join(p.tokens for p in pieces)
             doclens = b"".join(p.doclens for p in pieces)
-        ids = out["input_ids"]
-        np.copyto(ids, np.frombuffer(tokens, self._dtype).reshape(count, self.seq_len), casting="unsafe")
         flat_docs = np.frombuffer(doclens, "<i4")
         if len(others):
             flat_docs = self._read_others(
