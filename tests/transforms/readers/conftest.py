@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-_GENERATOR = Path(__file__).resolve().parents[1] / "fixtures" / "bad_input" / "generate.py"
+_GENERATOR = Path(__file__).resolve().parents[2] / "fixtures" / "bad_input" / "generate.py"
 
 
 def _load_generator():

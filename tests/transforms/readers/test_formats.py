@@ -11,7 +11,13 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from fm_assets.transforms.readers import RawRecord, RawReject, UnsupportedFormat, detect_format, iter_raw_records
+from fm_assets.transforms.readers import (
+    RawRecord,
+    RawReject,
+    UnsupportedFormat,
+    detect_format,
+    iter_raw_records,
+)
 
 DOCS = [
     {"text": "first document", "url": "https://a.example/1", "lang": "en", "n": 1},

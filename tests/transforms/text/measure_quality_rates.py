@@ -1,6 +1,6 @@
 """Measure per-rule quality drop rates, language-ID agreement and PII/contamination hits on fetched sample data.
 
-Not a test (pytest does not collect it): ``python tests/steps/measure_quality_rates.py DEST`` where DEST
+Not a test (pytest does not collect it): ``python tests/transforms/text/measure_quality_rates.py DEST`` where DEST
 is a folder written by ``fetch_sample_data``. Prints one JSON object.
 """
 
