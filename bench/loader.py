@@ -192,34 +192,26 @@ def ratio(times: dict[str, list[float]], slow: str, fast: str) -> float:
     return statistics.median(a / b for a, b in zip(times[slow], times[fast], strict=True))
 
 
-def synthetic_manifest(folder: str, shards: int, real: tuple[ShardEntry, str] | None = None) -> str:
-    """A manifest of ``shards`` entries of 4096 rows; with ``real``, every entry names that shard's files."""
+def synthetic_manifest(folder: str, shards: int, real: ShardEntry | None = None, seq_len: int = 2048) -> str:
+    """A manifest in ``folder`` of ``shards`` entries of 4096 rows; with ``real`` (an entry of a shard written
+    in ``folder``), every entry names that shard's files."""
     if real is None:
         entries = [
             ShardEntry(f"s/{i:07d}.tar", f"{i:064x}", 4096, 4096 * 2048, max_docs_per_row=4)
             for i in range(shards)
         ]
     else:
-        entry, shard_folder = real
-        tar, idx = (
-            os.path.join(shard_folder, entry.path),
-            os.path.join(shard_folder, entry.resolved_index_path),
-        )
-        entries = [
-            ShardEntry(tar, entry.sha256, entry.rows, entry.tokens, entry.bytes, idx, entry.index_sha256, 4)
-            for _ in range(shards)
-        ]
-    seq_len = 2048
+        entries = [real] * shards
     path = os.path.join(folder, f"synthetic-{shards}-{'real' if real else 'plan'}.json")
     DatasetManifest("synthetic", "v1", seq_len, VOCAB, "tok", "c", entries).save(path)
     return path
 
 
-def startup(folder: str, real: tuple[ShardEntry, str], repeats: int) -> list[dict[str, Any]]:
+def startup(folder: str, real: ShardEntry, seq_len: int, repeats: int) -> list[dict[str, Any]]:
     """Median seconds to build ``Loader`` and plan (or build) its first batch, on large manifests."""
     out = []
     for shards, with_files in ((10_000, False), (100_000, False), (100_000, True)):
-        path = synthetic_manifest(folder, shards, real if with_files else None)
+        path = synthetic_manifest(folder, shards, real if with_files else None, seq_len)
 
         def start(path: str = path, with_files: bool = with_files) -> None:
             loader = Loader(path, global_batch_size=512, prefetch=0)
@@ -361,7 +353,7 @@ def main() -> None:
 
         if not args.skip_startup:
             manifest = DatasetManifest.load(path)
-            out["startup"] = startup(folder, (manifest.shards[0], folder), repeats=3)
+            out["startup"] = startup(folder, manifest.shards[0], args.seq_len, repeats=3)
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     out["load_avg_end"] = os.getloadavg()[0]
     print(json.dumps(out, indent=1))

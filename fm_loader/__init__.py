@@ -32,7 +32,8 @@ Remote shards (``s3://``, ``gs://``, ... through fsspec) are cached locally; pas
 
 Modules: ``format`` (tar + row index), ``manifest``, ``storage`` (URIs, remote cache), ``order`` (shuffle and
 interleave math), ``stream`` (global stream), ``mixture`` (YAML mixtures), ``sources`` (shard readers),
-``mds`` (MosaicML MDS sources), ``batching`` (fixed-shape batch), ``loader``, ``rows`` (``read_rows``).
+``mds`` (MosaicML MDS sources), ``gather`` (rows of a batch out of open shards), ``batching`` (fixed-shape
+batch), ``loader``, ``rows`` (``read_rows``).
 """
 
 from fm_loader.batching import IGNORE_INDEX, SOURCE_SHIFT

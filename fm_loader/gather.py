@@ -8,10 +8,10 @@ passes, none of which runs Python bytecode per row:
    structured array (``map(getitem, views, map(slice, ...))`` + ``bytes.join``), which gives every row's token
    offset, length, checksum and document range as numpy columns;
 2. the token payloads are sliced out of the memory-mapped tars the same way; their xxh3-64 checksums are
-   taken in one ``map`` and compared with the index's in one numpy comparison;
+   taken in one ``map`` and compared with the index's as one list;
 3. one ``bytes.join`` of the payloads, each followed by a slice of a zero buffer that pads it to ``T``,
-   gives the ``(B, T)`` token matrix, copied into ``input_ids`` with one dtype conversion; the document
-   lengths are joined the same way.
+   gives the zero-padded ``(rows, T)`` token matrix, copied into ``input_ids`` with one dtype conversion (per
+   chunk of :data:`~fm_loader.batching.CHUNK_TOKENS` tokens); the document lengths are joined the same way.
 
 The checksum guarantee is the per-row one: a row whose checksum fails is read again from the file, bypassing
 the memory map, and only if the fresh bytes fail too is it reported (:class:`CorruptRowError` with the shard

@@ -10,9 +10,10 @@ With ``num_workers > 0`` batches are built in torch ``DataLoader`` worker proces
 batches ``w, w + num_workers, ...``; the DataLoader's in-order round robin keeps the global order.
 With ``num_workers == 0`` a prefetch thread builds the next ``prefetch`` batches while the trainer computes.
 
-A batch is built in one pass per output array (:mod:`fm_loader.batching`): rows are checksummed (xxh3) and
-copied straight from memory-mapped shards into a reused ``(B, T)`` buffer, then every derived field is computed
-for the whole batch at once from the document lengths in the row index.
+A batch is built in one pass per output array: rows are checksummed (xxh3) and copied from memory-mapped
+shards into a reused ``(B, T)`` buffer by a whole-batch gather (:mod:`fm_loader.gather`), then every derived
+field is computed for the whole batch at once from the document lengths in the row index
+(:mod:`fm_loader.batching`).
 """
 
 from __future__ import annotations

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import gc
 import json
+from collections import deque
 from dataclasses import asdict, dataclass, field, fields
+from itertools import repeat
 from typing import Any
 
 from fm_loader.format import FORMAT_VERSION, ShardInfo, schema_fingerprint
@@ -71,24 +73,21 @@ class ShardEntry:
         )
 
 
-_ENTRY_FIELDS = frozenset(f.name for f in fields(ShardEntry))
+_ENTRY_KEYS = dict.fromkeys(f.name for f in fields(ShardEntry)).keys()
 
 
 def _entries(docs: list[dict[str, Any]]) -> list[ShardEntry]:
-    """``[ShardEntry(**d) for d in docs]``, several times faster for manifests of 100k shards: an entry that
-    has exactly the dataclass's fields gets them stored directly (what the generated ``__init__`` would store),
-    any other goes through ``__init__`` (defaults, and ``TypeError`` for unknown keys)."""
-    new = object.__new__
-    out: list[ShardEntry] = []
-    append = out.append
-    for doc in docs:
-        if doc.keys() == _ENTRY_FIELDS:
-            entry = new(ShardEntry)
-            entry.__dict__.update(doc)
-            append(entry)
-        else:
-            append(ShardEntry(**doc))
-    return out
+    """``[ShardEntry(**d) for d in docs]``, faster for manifests of 100k shards.
+
+    When every entry has exactly the dataclass's fields (what :meth:`DatasetManifest.to_json` writes), each
+    JSON object becomes its entry's ``__dict__`` as it is (the fields the generated ``__init__`` would store),
+    in C-level passes; otherwise every entry goes through ``__init__`` (defaults, ``TypeError`` on unknown keys).
+    """
+    if not all(map(_ENTRY_KEYS.__eq__, map(dict.keys, docs))):
+        return [ShardEntry(**doc) for doc in docs]
+    entries = list(map(object.__new__, repeat(ShardEntry, len(docs))))
+    deque(map(object.__setattr__, entries, repeat("__dict__"), docs), maxlen=0)  # frozen: no __setattr__
+    return entries
 
 
 @dataclass
