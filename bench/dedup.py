@@ -1,19 +1,24 @@
 """Benchmark the near-dup engine; prints one JSON object.
 
 - signature throughput per core: ``MinHasher`` vs datasketch ``MinHash.update`` on the same real documents;
-- fixed cost: median seconds of a small ``run_near_dedup`` call (60 and 600 documents, with a prior index);
-- whole-stage time (``run_near_dedup`` in ``local[*]``) at three corpus sizes large enough that the fixed
+- small batch, in-process vs Spark (``small_batch``): median wall of a ~100-document batch deduplicated
+  against a ~100-document prior index on each engine, interleaved in the same run, outputs checked identical;
+- fixed cost: median seconds of a small ``run_near_dedup`` call on Spark (60 and 600 documents, with a prior index);
+- whole-stage time (``run_near_dedup`` on Spark in ``local[*]``) at three corpus sizes large enough that the fixed
   cost no longer dominates (default about 20K, 40K, 80K documents), seconds per 1K docs and the growth ratio;
+  each size also runs in-process (``local_seconds``, same output) to place ``local_max_docs``;
 - peak memory: driver Python RSS, JVM RSS (driver + executor in local mode), Python worker RSS;
 - duplicates found vs datasketch ``MinHashLSH`` (greedy keep-first) on the same corpus, both scored
   against exact Jaccard ground truth of the planted pairs.
 
-Usage: python bench/dedup.py [--bases 2800 5600 11200] [--datasketch-docs 300]
+Usage: python bench/dedup.py [--bases 2800 5600 11200] [--datasketch-docs 300] [--small-repeats 5]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import hashlib
 import json
 import resource
 import sys
@@ -36,6 +41,21 @@ from fm_assets.transforms.dedup.near_dup.job import NearDedupConfig, run_near_de
 from fm_resources.spark import get_or_create_session  # noqa: E402
 
 THRESHOLD = 0.8
+SPARK = NearDedupConfig(local_max_docs=0)  # always the Spark path
+LOCAL = NearDedupConfig(local_max_docs=2**62)  # always in-process
+
+
+def _engine(config: NearDedupConfig, engine: str) -> NearDedupConfig:
+    return dataclasses.replace(config, local_max_docs=(SPARK if engine == "spark" else LOCAL).local_max_docs)
+
+
+def _index_digest(folder: str) -> str:
+    h = hashlib.sha256()
+    for f in sorted(Path(folder).rglob("*")):
+        if f.is_file():
+            h.update(str(f.relative_to(folder)).encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()
 
 
 def _datasketch_signature(text: str) -> MinHash:
@@ -135,23 +155,62 @@ def datasketch_lsh(corpus) -> dict:
     }
 
 
+def small_batch(spark, tmp: str, repeats: int) -> dict:
+    """~100 documents against a ~100-document prior index: median wall per engine, interleaved rounds.
+
+    The in-process path has paid its one-off costs (imports, LSH parameters) in a warm-up call, as the
+    Spark path has paid its JVM start; both outputs (removed table, index files) must be identical.
+    """
+    corpus = planted_corpus(28, seed=2028)
+    n = len(corpus.doc_ids)
+    prior = corpus.write(f"{tmp}/small-prior.parquet", list(range(0, n, 2)))
+    batch = corpus.write(f"{tmp}/small-batch.parquet", list(range(1, n, 2)))
+    prior_index = f"{tmp}/small-prior-idx"
+    run_near_dedup(spark, [prior], [], prior_index, SPARK)
+    walls: dict[str, list[float]] = {"local": [], "spark": []}
+    cpu_local: list[float] = []
+    outputs = {}
+    for k in range(repeats + 1):  # round 0 warms both engines up and is not counted
+        for engine in ("local", "spark"):
+            out_dir = f"{tmp}/small-{engine}-{k}"
+            t, c = time.perf_counter(), time.process_time()
+            out = run_near_dedup(spark, [batch], [prior_index], out_dir, _engine(SPARK, engine))
+            wall, cpu = time.perf_counter() - t, time.process_time() - c
+            assert out.stats["engine"] == engine
+            outputs[engine] = (out.removed, _index_digest(out_dir))
+            if k:
+                walls[engine].append(wall)
+                if engine == "local":
+                    cpu_local.append(cpu)
+    assert outputs["local"][0].equals(outputs["spark"][0]) and outputs["local"][1] == outputs["spark"][1]
+    median = {e: sorted(v)[len(v) // 2] for e, v in walls.items()}
+    return {
+        "docs": out.stats["docs"],
+        "prior_index_docs": n - out.stats["docs"],
+        "repeats": repeats,
+        "local_wall_s": round(median["local"], 4),
+        "local_cpu_s": round(sorted(cpu_local)[len(cpu_local) // 2], 4),
+        "spark_wall_s": round(median["spark"], 3),
+        "speedup": round(median["spark"] / median["local"], 1),
+        "identical_output": True,
+    }
+
+
 def fixed_cost(spark, tmp: str, repeats: int = 3) -> dict:
-    """Median seconds of small calls (each against the index of an earlier small batch)."""
+    """Median seconds of small Spark calls (each against the index of an earlier small batch)."""
     out = {}
     for bases in (8, 84):  # about 60 and 600 documents
         corpus = planted_corpus(bases, seed=1000 + bases)
         n = len(corpus.doc_ids)
         prior = corpus.write(f"{tmp}/fixed-prior-{bases}.parquet", list(range(0, n, 2)))
         batch = corpus.write(f"{tmp}/fixed-batch-{bases}.parquet", list(range(1, n, 2)))
-        run_near_dedup(spark, [prior], [], f"{tmp}/fixed-idx-{bases}", NearDedupConfig())
+        run_near_dedup(spark, [prior], [], f"{tmp}/fixed-idx-{bases}", SPARK)
         seconds = []
         for k in range(repeats):
             both = [prior, batch]
             t = time.perf_counter()
-            run_near_dedup(spark, both, [], f"{tmp}/fixed-a-{bases}-{k}", NearDedupConfig())
-            run_near_dedup(
-                spark, [batch], [f"{tmp}/fixed-idx-{bases}"], f"{tmp}/fixed-b-{bases}-{k}", NearDedupConfig()
-            )
+            run_near_dedup(spark, both, [], f"{tmp}/fixed-a-{bases}-{k}", SPARK)
+            run_near_dedup(spark, [batch], [f"{tmp}/fixed-idx-{bases}"], f"{tmp}/fixed-b-{bases}-{k}", SPARK)
             seconds.append((time.perf_counter() - t) / 2)
         out[f"{n}_docs_seconds_per_call"] = round(sorted(seconds)[len(seconds) // 2], 3)
     return out
@@ -161,6 +220,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--bases", type=int, nargs=3, default=[2800, 5600, 11200])  # ~7.1 docs per base
     parser.add_argument("--datasketch-docs", type=int, default=300)
+    parser.add_argument("--small-repeats", type=int, default=5)
     args = parser.parse_args()
 
     result: dict = {"signature": signature_speed(3000, args.datasketch_docs)}
@@ -169,14 +229,19 @@ def main() -> None:
     stages = []
     with tempfile.TemporaryDirectory() as tmp, PeakMemory() as peak:
         warm = planted_corpus(10, seed=99)
-        run_near_dedup(spark, [warm.write(f"{tmp}/warm.parquet")], [], f"{tmp}/warm-idx", NearDedupConfig())
+        run_near_dedup(spark, [warm.write(f"{tmp}/warm.parquet")], [], f"{tmp}/warm-idx", SPARK)
+        result["small_batch"] = small_batch(spark, tmp, args.small_repeats)
         result["fixed_cost"] = fixed_cost(spark, tmp)
         for bases in args.bases:
             corpus = planted_corpus(bases, seed=bases)
             path = corpus.write(f"{tmp}/docs-{bases}.parquet")
-            out = run_near_dedup(
-                spark, [path], [], f"{tmp}/idx-{bases}", NearDedupConfig(threshold=THRESHOLD)
-            )
+            config = dataclasses.replace(SPARK, threshold=THRESHOLD)
+            out = run_near_dedup(spark, [path], [], f"{tmp}/idx-{bases}", config)
+            t = time.perf_counter()
+            local = run_near_dedup(spark, [path], [], f"{tmp}/idx-local-{bases}", _engine(config, "local"))
+            local_seconds = time.perf_counter() - t
+            assert local.removed.equals(out.removed)
+            assert _index_digest(f"{tmp}/idx-local-{bases}") == _index_digest(f"{tmp}/idx-{bases}")
             clusters = {r["doc_id"]: r["cluster_id"] for r in out.removed.to_pylist()}
             for r in out.removed.to_pylist():
                 clusters.setdefault(r["survivor_id"], r["cluster_id"])
@@ -189,6 +254,9 @@ def main() -> None:
                 "recall_at_t+0.05": round(recall_of(corpus, clusters), 4),
                 "candidate_pairs": out.stats["candidate_pairs"],
                 "phase_seconds": out.stats["phase_seconds"],
+                "local_seconds": round(local_seconds, 3),
+                "local_phase_seconds": local.stats["phase_seconds"],
+                "local_over_spark": round(local_seconds / out.stats["seconds"], 2),
             }
             if bases == args.bases[0]:
                 stage["datasketch_minhashlsh"] = datasketch_lsh(corpus)

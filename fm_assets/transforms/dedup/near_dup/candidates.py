@@ -4,6 +4,10 @@ Pairs inside a bucket: all pairs up to ``max_bucket_pairs`` members, a star to t
 id above that, never a pair of two prior documents. Scoring is exact n-gram Jaccard when both documents
 are in this batch and ``verify_exact``, otherwise the MinHash estimate (prior documents keep only
 their signature).
+
+Each step has a Spark form (DataFrames) and an in-process form for small batches (:mod:`.local`):
+:func:`bucket_pairs` is :func:`candidate_pairs` on numpy arrays, and both score through the same
+:func:`similarity_batches` (the in-process path through :func:`score_pairs`).
 """
 
 from __future__ import annotations
@@ -87,7 +91,7 @@ def candidate_pairs(bands: DataFrame, max_bucket_pairs: int) -> DataFrame:
     )
 
 
-def _similarity_batches(
+def similarity_batches(
     config: NearDedupConfig,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """(a, b, sig_a, sig_b, text_a, text_b) -> (a, b, similarity, exact)."""
@@ -139,4 +143,86 @@ def similarities(pairs: DataFrame, nodes: DataFrame, config: NearDedupConfig) ->
     )
     joined = pairs.join(side_a, "a").join(side_b, "b")
     columns = ["a", "b", "sig_a", "sig_b", "text_a", "text_b"]
-    return joined.select(*columns).mapInArrow(_similarity_batches(config), _SIM_SCHEMA)
+    return joined.select(*columns).mapInArrow(similarity_batches(config), _SIM_SCHEMA)
+
+
+_SCORE_ROWS = 2000  # pairs per Arrow batch in-process (Spark's spark.sql.execution.arrow.maxRecordsPerBatch)
+
+
+def bucket_pairs(
+    band: np.ndarray, band_hash: np.ndarray, member: np.ndarray, prior: np.ndarray, max_bucket_pairs: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`candidate_pairs` in-process: distinct (a, b) node numbers with a < b sharing a bucket.
+
+    ``member`` numbers the nodes in ``doc_id`` order (unique), so sorting a bucket by it is Spark's
+    ``sort_array(collect_list(struct(doc_id, prior)))``; the same all-pairs / star rule and the same
+    exclusion of prior-prior pairs follow. Buckets of one size are expanded together (triangular indices).
+    """
+    empty = np.empty(0, dtype=np.int64)
+    if len(member) == 0:
+        return empty, empty
+    order = np.lexsort((member, band_hash, band))
+    band, band_hash, member, prior = band[order], band_hash[order], member[order], prior[order]
+    n = len(member)
+    first = np.ones(n, dtype=bool)
+    first[1:] = (band[1:] != band[:-1]) | (band_hash[1:] != band_hash[:-1])
+    starts = np.flatnonzero(first)
+    sizes = np.diff(np.append(starts, n))
+    fresh = np.add.reduceat((~prior).astype(np.int64), starts)
+    live = (sizes > 1) & (fresh > 0)
+    xs: list[np.ndarray] = []
+    ys: list[np.ndarray] = []
+    star = live & (sizes > max_bucket_pairs)
+    if star.any():
+        s_starts, s_sizes = starts[star], sizes[star]
+        centre = np.repeat(s_starts, s_sizes - 1)
+        step = np.arange(int((s_sizes - 1).sum()), dtype=np.int64) - np.repeat(
+            np.cumsum(s_sizes - 1) - (s_sizes - 1), s_sizes - 1
+        )
+        xs.append(centre)
+        ys.append(centre + 1 + step)
+    full = live & ~star
+    for size in np.unique(sizes[full]):
+        g_starts = starts[full & (sizes == size)]
+        i, j = np.triu_indices(int(size), 1)
+        xs.append((g_starts[:, None] + i[None, :]).ravel())
+        ys.append((g_starts[:, None] + j[None, :]).ravel())
+    if not xs:
+        return empty, empty
+    x, y = np.concatenate(xs), np.concatenate(ys)
+    keep = ~(prior[x] & prior[y])
+    a, b = member[x[keep]].astype(np.int64), member[y[keep]].astype(np.int64)
+    span = int(member.max()) + 1
+    pairs = np.unique(a * span + b)
+    return pairs // span, pairs % span
+
+
+def score_pairs(a: np.ndarray, b: np.ndarray, nodes: pa.Table, config: NearDedupConfig) -> np.ndarray:
+    """Similarity (float64) of node pairs (row numbers of ``nodes``: doc_id, signature, text) through
+    :func:`similarity_batches`, the function the Spark path maps over its joined pairs."""
+    compute = similarity_batches(config)
+    doc_id, signature, text = (nodes.column(c).combine_chunks() for c in ("doc_id", "signature", "text"))
+    out = np.empty(len(a), dtype=np.float64)
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for lo in range(0, len(a), _SCORE_ROWS):
+            ia, ib = pa.array(a[lo : lo + _SCORE_ROWS]), pa.array(b[lo : lo + _SCORE_ROWS])
+            yield pa.RecordBatch.from_arrays(
+                [
+                    doc_id.take(ia),
+                    doc_id.take(ib),
+                    signature.take(ia),
+                    signature.take(ib),
+                    text.take(ia),
+                    text.take(ib),
+                ],
+                names=["a", "b", "sig_a", "sig_b", "text_a", "text_b"],
+            )
+
+    filled = 0
+    for scored in compute(batches()):
+        n = scored.num_rows
+        out[filled : filled + n] = np.asarray(scored.column("similarity"))
+        filled += n
+    assert filled == len(a)
+    return out

@@ -6,6 +6,11 @@ Layout (``out_index_path`` is a folder): ``bands/part-NNNNN.parquet`` with colum
 It holds one batch's kept, non-empty documents only. Rows go to part ``xxhash64(key) mod index_partitions``
 (band_hash for bands, doc_id for signatures) and are sorted inside each file, so the
 same inputs give byte-identical parquet files; the folder appears atomically (temp folder + rename).
+
+Two writers produce the same bytes: :func:`write_index` (a Spark DataFrame; parts by Spark's ``xxhash64``,
+files written from executors) and :func:`write_index_arrow` (an Arrow table in-process; parts by
+:func:`spark_xxhash64`, Spark's function in numpy). Both go through :func:`_write_part` and :func:`_publish`,
+so the files, their names, the empty parts and ``_SUCCESS.json`` cannot differ; either path reads both.
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
+import xxhash
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -54,6 +61,57 @@ _ARROW_TYPES = {
 
 def _arrow_schema(schema: T.StructType) -> pa.Schema:
     return pa.schema([pa.field(f.name, _ARROW_TYPES[type(f.dataType)]) for f in schema.fields])
+
+
+BANDS_ARROW_SCHEMA = _arrow_schema(PRIOR_BANDS_SCHEMA)
+SIGS_ARROW_SCHEMA = _arrow_schema(PRIOR_SIGS_SCHEMA)
+_BANDS_ORDER = ["band", "band_hash", "doc_id"]
+_SIGS_ORDER = ["doc_id"]
+
+# Spark's XxHash64 (org.apache.spark.sql.catalyst.expressions.XxHash64): standard XXH64, seed 42
+_SPARK_HASH_SEED = 42
+_P1, _P2, _P3 = np.uint64(0x9E3779B185EBCA87), np.uint64(0xC2B2AE3D27D4EB4F), np.uint64(0x165667B19E3779F9)
+_P4, _P5 = np.uint64(0x85EBCA77C2B2AE63), np.uint64(0x27D4EB2F165667C5)
+
+
+def _rotl(x: np.ndarray, r: int) -> np.ndarray:
+    return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
+
+
+def _xxh64_long(values: np.ndarray) -> np.ndarray:
+    """XXH64 of each int64 as its 8 little-endian bytes (Spark's ``XXH64.hashLong``), vectorised."""
+    x = values.astype(np.int64).view(np.uint64)
+    h = np.full(len(x), (_SPARK_HASH_SEED + int(_P5) + 8) & 0xFFFFFFFFFFFFFFFF, dtype=np.uint64)
+    h ^= _rotl(x * _P2, 31) * _P1
+    h = _rotl(h, 27) * _P1 + _P4
+    h ^= h >> np.uint64(33)
+    h *= _P2
+    h ^= h >> np.uint64(29)
+    h *= _P3
+    h ^= h >> np.uint64(32)
+    return h.view(np.int64)
+
+
+def spark_xxhash64(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Spark's ``xxhash64(col)`` (int64) of a non-null int64 or string column, without Spark.
+
+    int64: XXH64 of the 8 little-endian bytes; string: XXH64 of the UTF-8 bytes; seed 42 in both.
+    """
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if values.null_count:
+        raise ValueError("spark_xxhash64: null keys are not supported")
+    if pa.types.is_int64(values.type):
+        return _xxh64_long(values.to_numpy(zero_copy_only=False))
+    if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
+        digests = (xxhash.xxh64_intdigest(v.encode(), _SPARK_HASH_SEED) for v in values.to_pylist())
+        return np.fromiter(digests, dtype=np.uint64, count=len(values)).view(np.int64)
+    raise TypeError(f"spark_xxhash64: unsupported key type {values.type}")
+
+
+def part_of(keys: pa.Array | pa.ChunkedArray, partitions: int) -> np.ndarray:
+    """``pmod(xxhash64(key), partitions)``: the index part a key's row goes to (as the Spark writer computes it)."""
+    return np.mod(spark_xxhash64(keys), partitions).astype(np.int32)
 
 
 def _write_part(folder: Path, part: int, table: pa.Table) -> None:
@@ -124,19 +182,29 @@ def _write_deterministic(df: DataFrame, path: Path, partitions: int, key: str, o
     return sum(int(row["rows"]) for row in written)
 
 
-def write_index(kept: DataFrame, out: Path, config: NearDedupConfig) -> int:
+def _write_arrow_parts(table: pa.Table, path: Path, partitions: int, key: str, order: list[str]) -> int:
+    """The in-process twin of :func:`_write_deterministic`: same parts, same row order, same files."""
+    path.mkdir(parents=True, exist_ok=True)
+    parts = part_of(table.column(key), partitions)
+    with_part = table.append_column(_PART, pa.array(parts, pa.int32()))
+    ordered = with_part.take(pc.sort_indices(with_part, [(c, "ascending") for c in [_PART, *order]]))
+    parts_sorted = np.asarray(ordered.column(_PART))
+    rows = ordered.drop_columns([_PART])
+    bounds = np.searchsorted(parts_sorted, np.arange(partitions + 1))
+    for part in range(partitions):
+        begin, end = int(bounds[part]), int(bounds[part + 1])
+        # as the Spark writer does: an empty part is the schema's empty table, a full one a single chunk
+        chunk = rows.schema.empty_table() if end == begin else rows.slice(begin, end - begin).combine_chunks()
+        _write_part(path, part, chunk)
+    return table.num_rows
+
+
+def _publish(out: Path, config: NearDedupConfig, fill: Callable[[Path], int]) -> int:
+    """Build the index in a scratch folder (``fill`` writes bands/ and signatures/, returns the
+    document count), add ``_SUCCESS.json`` and move it to ``out`` in one rename."""
     scratch = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex}"
     scratch.mkdir(parents=True)
-    band_rows = kept.select(F.posexplode("bands").alias("band", "band_hash"), "doc_id").select(
-        F.col("band").cast("int"), "band_hash", "doc_id"
-    )
-    _write_deterministic(
-        band_rows, scratch / "bands", config.index_partitions, "band_hash", ["band", "band_hash", "doc_id"]
-    )
-    signatures = kept.select("doc_id", "quality_score", "signature")
-    documents = _write_deterministic(
-        signatures, scratch / "signatures", config.index_partitions, "doc_id", ["doc_id"]
-    )
+    documents = fill(scratch)
     (scratch / "_SUCCESS.json").write_text(
         json.dumps({"config": config.fingerprint(), "documents": documents}, sort_keys=True)
     )
@@ -144,3 +212,89 @@ def write_index(kept: DataFrame, out: Path, config: NearDedupConfig) -> int:
         shutil.rmtree(out)
     os.replace(scratch, out)
     return documents
+
+
+def write_index(kept: DataFrame, out: Path, config: NearDedupConfig) -> int:
+    """The index of ``kept`` (doc_id, quality_score, signature, bands) from Spark."""
+
+    def fill(scratch: Path) -> int:
+        band_rows = kept.select(F.posexplode("bands").alias("band", "band_hash"), "doc_id").select(
+            F.col("band").cast("int"), "band_hash", "doc_id"
+        )
+        _write_deterministic(band_rows, scratch / "bands", config.index_partitions, "band_hash", _BANDS_ORDER)
+        signatures = kept.select("doc_id", "quality_score", "signature")
+        return _write_deterministic(
+            signatures, scratch / "signatures", config.index_partitions, "doc_id", _SIGS_ORDER
+        )
+
+    return _publish(out, config, fill)
+
+
+def explode_bands(bands: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``posexplode(bands)``: (band position int32, band hash int64, row index int64) per list element."""
+    if isinstance(bands, pa.ChunkedArray):
+        bands = bands.combine_chunks() if bands.num_chunks else pa.array([], pa.list_(pa.int64()))
+    lengths = np.asarray(pc.list_value_length(bands).fill_null(0), dtype=np.int64)
+    parent = np.repeat(np.arange(len(bands), dtype=np.int64), lengths)
+    starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
+    position = (np.arange(int(lengths.sum()), dtype=np.int64) - starts).astype(np.int32)
+    hashes = np.asarray(pc.list_flatten(bands).to_numpy(zero_copy_only=False), dtype=np.int64)
+    return position, hashes, parent
+
+
+def write_index_arrow(kept: pa.Table, out: Path, config: NearDedupConfig) -> int:
+    """The index of ``kept`` (doc_id, quality_score, signature, bands: list<int64>) in-process;
+    byte-identical to :func:`write_index` on the same rows."""
+
+    def fill(scratch: Path) -> int:
+        band, band_hash, parent = explode_bands(kept.column("bands"))
+        band_rows = pa.table(
+            {
+                "band": pa.array(band),
+                "band_hash": pa.array(band_hash),
+                "doc_id": kept.column("doc_id").take(parent),
+            }
+        ).cast(BANDS_ARROW_SCHEMA)
+        _write_arrow_parts(band_rows, scratch / "bands", config.index_partitions, "band_hash", _BANDS_ORDER)
+        signatures = kept.select(SIGS_ARROW_SCHEMA.names).cast(SIGS_ARROW_SCHEMA)
+        return _write_arrow_parts(
+            signatures, scratch / "signatures", config.index_partitions, "doc_id", _SIGS_ORDER
+        )
+
+    return _publish(out, config, fill)
+
+
+def read_index_arrow(prior_index_paths: list[str]) -> tuple[pa.Table, pa.Table]:
+    """All band rows and all signature rows of the given indexes (whichever writer wrote them).
+
+    Files are found like Spark finds them (every file in ``bands/`` and ``signatures/`` except names
+    starting with ``_`` or ``.``) and cast to the schemas Spark reads them with.
+    """
+    import pyarrow.dataset as ds
+
+    def read(sub: str, schema: pa.Schema) -> pa.Table:
+        tables = [
+            ds.dataset(f"{p}/{sub}", format="parquet", ignore_prefixes=[".", "_"]).to_table(
+                columns=schema.names
+            )
+            for p in prior_index_paths
+        ]
+        if not tables:
+            return schema.empty_table()
+        return pa.concat_tables([t.cast(schema) for t in tables])
+
+    return read("bands", BANDS_ARROW_SCHEMA), read("signatures", SIGS_ARROW_SCHEMA)
+
+
+def indexed_documents(prior_index_path: str) -> int:
+    """Documents in one index: ``_SUCCESS.json`` when it says, else the signature files' footers."""
+    marker = Path(prior_index_path) / "_SUCCESS.json"
+    if marker.exists():
+        documents = json.loads(marker.read_text()).get("documents")
+        if isinstance(documents, int):
+            return documents
+    import pyarrow.dataset as ds
+
+    return ds.dataset(
+        f"{prior_index_path}/signatures", format="parquet", ignore_prefixes=[".", "_"]
+    ).count_rows()

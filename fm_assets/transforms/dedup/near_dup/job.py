@@ -1,7 +1,9 @@
-"""Near-duplicate removal with MinHash LSH on Spark, deduplicating each batch against every earlier one.
+"""Near-duplicate removal with MinHash LSH, deduplicating each batch against every earlier one.
 
-This module only orchestrates the steps (all distributed; only the removed-documents table comes back
-to the driver):
+A small call (this batch's documents plus the prior indexes' documents below
+``NearDedupConfig.local_max_docs``) runs in-process (:mod:`.local`: numpy/pyarrow, no JVM, the same
+output byte for byte); anything larger runs on Spark. This module orchestrates the Spark path (all
+distributed; only the removed-documents table comes back to the driver):
 
 1. signatures per Arrow batch and band hashes per document (:mod:`.signatures`);
 2. candidate pairs from band buckets over this batch's bands plus the matching entries of the prior
@@ -17,12 +19,9 @@ Documents without any token (empty, only punctuation) have no signature: they ar
 from __future__ import annotations
 
 import logging
-import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark import StorageLevel
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -30,7 +29,9 @@ from pyspark.sql import functions as F
 from fm_assets.transforms.dedup.near_dup.candidates import candidate_pairs, prior_index, similarities
 from fm_assets.transforms.dedup.near_dup.components import similar_components
 from fm_assets.transforms.dedup.near_dup.config import NearDedupConfig
-from fm_assets.transforms.dedup.near_dup.index import write_index
+from fm_assets.transforms.dedup.near_dup.index import indexed_documents, write_index
+from fm_assets.transforms.dedup.near_dup.local import LocalUnsupported, run_local_near_dedup
+from fm_assets.transforms.dedup.near_dup.outcome import Engine, NearDedupOutcome, Phases, outcome_stats
 from fm_assets.transforms.dedup.near_dup.signatures import (
     SIG_SCHEMA,
     count_rows,
@@ -39,20 +40,29 @@ from fm_assets.transforms.dedup.near_dup.signatures import (
 )
 from fm_assets.transforms.dedup.near_dup.survivors import judge_losers, removed_table
 
-__all__ = ["NearDedupConfig", "NearDedupOutcome", "run_near_dedup"]
+__all__ = ["NearDedupConfig", "NearDedupOutcome", "choose_engine", "run_near_dedup"]
 
 logger = logging.getLogger(__name__)
 
+SparkSource = SparkSession | Callable[[], SparkSession]
 
-@dataclass
-class NearDedupOutcome:
-    removed: pa.Table  # REMOVED_SCHEMA, sorted by doc_id
-    index_rows: int  # documents written to the band index
-    stats: dict = field(default_factory=dict)
+
+def choose_engine(n_docs: int, prior_index_paths: list[str], config: NearDedupConfig) -> Engine:
+    """Run "local" when this batch's documents plus the prior indexes' documents stay below
+    ``config.local_max_docs`` (counted from parquet footers and the indexes' ``_SUCCESS.json``,
+    stopping at the limit), else "spark"."""
+    total = n_docs
+    if total >= config.local_max_docs:
+        return "spark"
+    for path in prior_index_paths:
+        total += indexed_documents(path)
+        if total >= config.local_max_docs:
+            return "spark"
+    return "local"
 
 
 def run_near_dedup(
-    spark: SparkSession,
+    spark: SparkSource,
     docs_parquet: list[str],
     prior_index_paths: list[str],
     out_index_path: str,
@@ -60,23 +70,39 @@ def run_near_dedup(
 ) -> NearDedupOutcome:
     """Remove near-duplicates of this batch (against itself and the prior index); write its index.
 
+    ``spark`` is a SparkSession or a zero-argument callable returning one; the callable is called only
+    when the Spark path runs, so a small batch never starts a JVM. ``stats["engine"]`` says which ran.
+    """
+    n_docs = count_rows(docs_parquet)
+    if choose_engine(n_docs, prior_index_paths, config) == "local":
+        try:
+            return run_local_near_dedup(docs_parquet, prior_index_paths, out_index_path, config, n_docs)
+        except LocalUnsupported as exc:
+            logger.info("near-dup: in-process path not applicable (%s); running on Spark", exc)
+    session = spark() if callable(spark) else spark  # a session is not callable (Spark Connect's neither)
+    return run_spark_near_dedup(session, docs_parquet, prior_index_paths, out_index_path, config, n_docs)
+
+
+def run_spark_near_dedup(
+    spark: SparkSession,
+    docs_parquet: list[str],
+    prior_index_paths: list[str],
+    out_index_path: str,
+    config: NearDedupConfig,
+    n_docs: int | None = None,
+) -> NearDedupOutcome:
+    """:func:`run_near_dedup` on Spark, whatever the size.
+
     Spark actions per call: signatures (1), scored candidate pairs (1) and their counts (1); only when
     some pair passes the threshold: connected components (2 per round, usually 1-2 rounds) and the
     judged non-survivors (1); the index (2). Row counts come from parquet footers and the outputs.
     (Adaptive execution runs each shuffle of an action as its own job, so the UI shows ~35-40 jobs.)
     """
-    started = time.perf_counter()
+    phases = Phases()
+    lap = phases.lap
     bands, rows = config.lsh()
     docs = read_docs(spark, docs_parquet)
-    n_docs = count_rows(docs_parquet)
-
-    phases: dict[str, float] = {}
-    mark = [time.perf_counter()]
-
-    def lap(name: str) -> None:
-        now = time.perf_counter()
-        phases[name] = round(now - mark[0], 3)
-        mark[0] = now
+    n_docs = count_rows(docs_parquet) if n_docs is None else n_docs
 
     sigs = docs.mapInArrow(signature_batches(config, bands, rows), SIG_SCHEMA).localCheckpoint(eager=True)
     lap("signatures")
@@ -120,24 +146,18 @@ def run_near_dedup(
         judged_df.unpersist()
     lap("index")
 
-    stats = {
-        "docs": n_docs,
-        "empty_docs": n_docs - index_rows - removed.num_rows,
-        "bands": bands,
-        "rows": rows,
-        "candidate_pairs": n_candidates,
-        "verified_edges": n_edges,
-        # every component holds at least one non-survivor of this batch (edges always touch this batch
-        # and a prior document outranks it), so the judged rows name every cluster
-        "clusters": 0 if judged is None else len(pc.unique(judged.column("cluster_id"))),
-        "removed": removed.num_rows,
-        "removed_against_prior": int(pc.sum(removed.column("survivor_is_prior")).as_py() or 0),
-        "chain_kept": 0 if judged is None else judged.num_rows - removed.num_rows,
-        "cc_iterations": iterations,
-        "prior_indexes": len(prior_index_paths),
-        "seconds": round(time.perf_counter() - started, 3),
-        "phase_seconds": phases,
-        "config": config.fingerprint(),
-    }
+    stats = outcome_stats(
+        engine="spark",
+        config=config,
+        n_docs=n_docs,
+        index_rows=index_rows,
+        removed=removed,
+        judged=judged,
+        candidate_pairs=n_candidates,
+        verified_edges=n_edges,
+        cc_iterations=iterations,
+        prior_indexes=len(prior_index_paths),
+        phases=phases,
+    )
     logger.info("near-dup dedup: %s", stats)
     return NearDedupOutcome(removed=removed, index_rows=index_rows, stats=stats)

@@ -1,0 +1,255 @@
+"""The near-dup job in-process (numpy/pyarrow, no JVM) for small batches, with the Spark path's exact output.
+
+:func:`run_local_near_dedup` runs the steps of :mod:`.job` on Arrow tables, through the same functions
+wherever a function can be shared: signatures and band hashes (:func:`.signatures.signature_batches`,
+the body Spark maps over Arrow batches), scoring (:func:`.candidates.similarity_batches`), the survivor
+rule (:func:`.survivors.survivors_in_process`, the Spark sort key in numpy), :func:`.survivors.removed_table`,
+the index writer (:func:`.index.write_index_arrow`, same parts, row order and files as the Spark writer)
+and the stats (:func:`.outcome.outcome_stats`). Only the relational glue is numpy: bucket pairs
+(:func:`.candidates.bucket_pairs`) and components (:func:`.components.min_label_components`).
+
+Documents are numbered in ``doc_id`` order, so "smallest id" (bucket order, star centre, cluster id,
+survivor tie-break) is "smallest number". The equivalence needs unique, non-null doc ids and one
+schema across the input files; when an input breaks that, :class:`LocalUnsupported` is raised before
+anything is written and the caller runs the Spark path, whose output is then the output by definition.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from fm_assets.transforms.dedup.near_dup.candidates import bucket_pairs, score_pairs
+from fm_assets.transforms.dedup.near_dup.components import min_label_components
+from fm_assets.transforms.dedup.near_dup.config import NearDedupConfig
+from fm_assets.transforms.dedup.near_dup.index import explode_bands, read_index_arrow, write_index_arrow
+from fm_assets.transforms.dedup.near_dup.outcome import NearDedupOutcome, Phases, outcome_stats
+from fm_assets.transforms.dedup.near_dup.signatures import signature_batches
+from fm_assets.transforms.dedup.near_dup.survivors import removed_table, survivors_in_process
+
+__all__ = ["LocalUnsupported", "read_docs_arrow", "run_local_near_dedup"]
+
+logger = logging.getLogger(__name__)
+
+_ARROW_ROWS = 2000  # documents per Arrow batch (Spark's maxRecordsPerBatch); results do not depend on it
+
+_DOCS_SCHEMA = pa.schema([("doc_id", pa.string()), ("text", pa.string()), ("quality_score", pa.float32())])
+_SIGS_SCHEMA = pa.schema(
+    [
+        ("doc_id", pa.string()),
+        ("quality_score", pa.float32()),
+        ("n_shingles", pa.int64()),
+        ("signature", pa.binary()),
+        ("bands", pa.list_(pa.int64())),
+        ("text", pa.string()),
+    ]
+)
+_NODES_SCHEMA = pa.schema(
+    [
+        ("doc_id", pa.string()),
+        ("quality_score", pa.float32()),
+        ("signature", pa.binary()),
+        ("text", pa.string()),
+        ("prior", pa.bool_()),
+    ]
+)
+_JUDGED_SCHEMA = pa.schema(
+    [
+        ("doc_id", pa.string()),
+        ("cluster_id", pa.string()),
+        ("survivor_id", pa.string()),
+        ("survivor_is_prior", pa.bool_()),
+        ("similarity", pa.float64()),
+    ]
+)
+
+
+class LocalUnsupported(Exception):
+    """The input is outside what the in-process path reproduces exactly; run the Spark path instead."""
+
+
+def _is_text(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t)
+
+
+def _is_number(t: pa.DataType) -> bool:
+    return pa.types.is_floating(t) or pa.types.is_integer(t) or pa.types.is_null(t)
+
+
+def read_docs_arrow(docs_parquet: list[str]) -> pa.Table:
+    """``signatures.read_docs`` in-process: doc_id, text (string), quality_score (float32, null if absent)."""
+    schemas = [pq.read_schema(p) for p in docs_parquet]
+    with_quality = {"quality_score" in s.names for s in schemas}
+    if len(with_quality) > 1:
+        raise LocalUnsupported("quality_score is in some input files only")
+    tables = []
+    for path, schema in zip(docs_parquet, schemas, strict=True):
+        if "doc_id" not in schema.names or "text" not in schema.names:
+            raise LocalUnsupported(f"{path}: no doc_id or text column")
+        if not (_is_text(schema.field("doc_id").type) and _is_text(schema.field("text").type)):
+            raise LocalUnsupported(f"{path}: doc_id or text is not a string column")
+        has_quality = "quality_score" in schema.names
+        if has_quality and not _is_number(schema.field("quality_score").type):
+            raise LocalUnsupported(f"{path}: quality_score is not numeric")
+        table = pq.read_table(path, columns=["doc_id", "text", *(["quality_score"] if has_quality else [])])
+        quality = (
+            pc.cast(table.column("quality_score"), pa.float32(), safe=False)
+            if has_quality
+            else pa.nulls(table.num_rows, pa.float32())
+        )
+        tables.append(
+            pa.table(
+                [table.column("doc_id").cast(pa.string()), table.column("text").cast(pa.string()), quality],
+                schema=_DOCS_SCHEMA,
+            )
+        )
+    docs = pa.concat_tables(tables) if tables else _DOCS_SCHEMA.empty_table()
+    ids = docs.column("doc_id")
+    if ids.null_count:
+        raise LocalUnsupported("null doc_id")
+    if pc.count_distinct(ids).as_py() != docs.num_rows:
+        raise LocalUnsupported("duplicate doc_id in the batch")
+    return docs
+
+
+def _signatures(docs: pa.Table, config: NearDedupConfig, bands: int, rows: int) -> pa.Table:
+    compute = signature_batches(config, bands, rows)
+    batches = [b.cast(_SIGS_SCHEMA) for b in compute(iter(docs.to_batches(max_chunksize=_ARROW_ROWS)))]
+    return pa.Table.from_batches(batches, schema=_SIGS_SCHEMA)
+
+
+def _prior_entries(
+    prior_index_paths: list[str], batch_bands: pa.Table, batch_ids: pa.Array
+) -> tuple[pa.Table, pa.Table]:
+    """``candidates.prior_index`` in-process: prior band rows in this batch's buckets and not of a batch
+    document, and the prior nodes they name (the others join nothing on the Spark path either)."""
+    bands, sigs = read_index_arrow(prior_index_paths)
+    buckets = batch_bands.select(["band", "band_hash"]).group_by(["band", "band_hash"]).aggregate([])
+    bands = bands.join(buckets, keys=["band", "band_hash"], join_type="left semi")
+    bands = bands.filter(pc.invert(pc.is_in(bands.column("doc_id"), value_set=batch_ids)))
+    named = pc.unique(bands.column("doc_id"))
+    sigs = sigs.filter(pc.is_in(sigs.column("doc_id"), value_set=named))
+    if sigs.num_rows != len(named) or pc.count_distinct(sigs.column("doc_id")).as_py() != sigs.num_rows:
+        raise LocalUnsupported("a prior document in this batch's buckets has no signature or several")
+    return bands, sigs
+
+
+def run_local_near_dedup(
+    docs_parquet: list[str],
+    prior_index_paths: list[str],
+    out_index_path: str,
+    config: NearDedupConfig,
+    n_docs: int | None = None,
+) -> NearDedupOutcome:
+    """:func:`.job.run_near_dedup` without Spark: the same removed table, index files and stats keys."""
+    phases = Phases()
+    bands, rows = config.lsh()
+    docs = read_docs_arrow(docs_parquet)
+    n_docs = docs.num_rows if n_docs is None else n_docs
+    sigs = _signatures(docs, config, bands, rows)
+    hashed = sigs.filter(pc.greater(sigs.column("n_shingles"), 0))
+    phases.lap("signatures")
+
+    band, band_hash, parent = explode_bands(hashed.column("bands"))
+    batch_bands = pa.table(
+        {"band": band, "band_hash": band_hash, "doc_id": hashed.column("doc_id").take(parent)}
+    )
+    batch_nodes = pa.table(
+        [
+            hashed.column("doc_id"),
+            hashed.column("quality_score"),
+            hashed.column("signature"),
+            hashed.column("text"),
+            pa.array(np.zeros(hashed.num_rows, dtype=bool)),
+        ],
+        schema=_NODES_SCHEMA,
+    )
+    prior_bands = None
+    nodes = batch_nodes
+    if prior_index_paths:
+        prior_bands, prior_sigs = _prior_entries(prior_index_paths, batch_bands, hashed.column("doc_id"))
+        prior_nodes = pa.table(
+            [
+                prior_sigs.column("doc_id"),
+                prior_sigs.column("quality_score"),
+                prior_sigs.column("signature"),
+                pa.nulls(prior_sigs.num_rows, pa.string()),
+                pa.array(np.ones(prior_sigs.num_rows, dtype=bool)),
+            ],
+            schema=_NODES_SCHEMA,
+        )
+        nodes = pa.concat_tables([batch_nodes, prior_nodes])
+    nodes = nodes.take(pc.sort_indices(nodes, [("doc_id", "ascending")])).combine_chunks()
+    node_ids = nodes.column("doc_id")
+    prior = np.asarray(nodes.column("prior"), dtype=bool)
+
+    member = np.asarray(pc.index_in(batch_bands.column("doc_id"), value_set=node_ids), dtype=np.int64)
+    is_prior = np.zeros(len(member), dtype=bool)
+    if prior_bands is not None and prior_bands.num_rows:
+        member = np.concatenate(
+            [
+                member,
+                np.asarray(pc.index_in(prior_bands.column("doc_id"), value_set=node_ids), dtype=np.int64),
+            ]
+        )
+        band = np.concatenate([band, np.asarray(prior_bands.column("band"), dtype=np.int32)])
+        band_hash = np.concatenate([band_hash, np.asarray(prior_bands.column("band_hash"), dtype=np.int64)])
+        is_prior = np.concatenate([is_prior, np.ones(prior_bands.num_rows, dtype=bool)])
+    a, b = bucket_pairs(band, band_hash, member, is_prior, config.max_bucket_pairs)
+    similarity = score_pairs(a, b, nodes, config)
+    edge = similarity >= config.threshold
+    n_candidates, n_edges = len(a), int(np.count_nonzero(edge))
+    phases.lap("candidates_verify")
+
+    judged = None
+    rounds = 0
+    if n_edges:
+        labels, rounds = min_label_components(a[edge], b[edge], nodes.num_rows)
+        phases.lap("components")
+        members = np.unique(np.concatenate([a[edge], b[edge]]))
+        component = labels[members]
+        survivor = survivors_in_process(
+            component, members, prior[members], nodes.column("quality_score").take(pa.array(members))
+        )
+        lost = ~prior[members] & (members != survivor)
+        losers, their_survivor = members[lost], survivor[lost]
+        to_survivor = score_pairs(losers, their_survivor, nodes, config)
+        judged = pa.table(
+            [
+                node_ids.take(pa.array(losers)),
+                node_ids.take(pa.array(component[lost])),
+                node_ids.take(pa.array(their_survivor)),
+                pa.array(prior[their_survivor]),
+                pa.array(to_survivor),
+            ],
+            schema=_JUDGED_SCHEMA,
+        )
+    removed = removed_table(judged, config.survivor_floor())
+    phases.lap("survivors")
+
+    kept = hashed.filter(pc.invert(pc.is_in(hashed.column("doc_id"), value_set=removed.column("doc_id"))))
+    index_rows = write_index_arrow(
+        kept.select(["doc_id", "quality_score", "signature", "bands"]), Path(out_index_path), config
+    )
+    phases.lap("index")
+
+    stats = outcome_stats(
+        engine="local",
+        config=config,
+        n_docs=n_docs,
+        index_rows=index_rows,
+        removed=removed,
+        judged=judged,
+        candidate_pairs=n_candidates,
+        verified_edges=n_edges,
+        cc_iterations=rounds,
+        prior_indexes=len(prior_index_paths),
+        phases=phases,
+    )
+    logger.info("near-dup dedup (in-process): %s", stats)
+    return NearDedupOutcome(removed=removed, index_rows=index_rows, stats=stats)
