@@ -2,7 +2,8 @@
 
 ``Settings`` reads ``FM_*`` environment variables (and ``DAGSTER_HOME``); nothing below the edge reads the
 environment or writes it. ``PipelineSettings`` is the part the stages see: the knobs that change stage
-outputs (they are hashed into stage keys) and how stages run.
+outputs (each stage hashes the ones it depends on into its key, through its ``config()``) and how stages
+run (``workers``, ``unit_executor``, ``progress``, ...: never part of a key, the output does not depend on them).
 """
 
 from __future__ import annotations
@@ -46,6 +47,17 @@ class PipelineSettings(BaseModel):
     )
     dataset_name: str = Field(default="fm-demo", description="Name of the released dataset version")
     progress: bool = Field(default=True, description="Show per-unit progress bars")
+    workers: int = Field(
+        default=0,
+        ge=0,
+        description="Worker processes that run a stage's units (0: every core; 1: one after another in-process). "
+        "Not part of any stage key: 1, 2 or N workers write the same bytes",
+    )
+    unit_executor: Literal["local", "spark"] = Field(
+        default="local",
+        description="Where units run: local (this machine: in-process or worker processes) or spark (one Spark "
+        "task per unit on the 'spark' resource's session; the store must be reachable from the executors)",
+    )
 
 
 class Settings(PipelineSettings, BaseSettings):

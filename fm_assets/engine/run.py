@@ -5,22 +5,39 @@ input data versions). Work is cut into deterministic units; each unit writes ``p
 ``rejects-<unit>.parquet`` and then its marker ``_units/<unit>.json`` (the unit's commit).
 ``_SUCCESS.json`` is written last and makes the whole output a cache hit for every later
 materialization with the same key. No Dagster import here: the Dagster layer wraps ``run_stage``.
+
+Units run in-process (``workers=1``), on a pool of local worker processes (``FM_WORKERS``, default every
+core) or as Spark tasks (``FM_UNIT_EXECUTOR=spark``); see ``engine.pool``. Wherever a unit runs it commits
+itself with ``StageRun._compute_unit``; markers are put back in unit order, so the output, ``_SUCCESS.json``
+and the data version do not depend on how many workers ran it.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
+import pickle
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
 import pyarrow as pa
 from tqdm.auto import tqdm
 
 from fm_assets.engine import layout
 from fm_assets.engine.hashing import sha256_file, stable_hash
+from fm_assets.engine.pool import (
+    UnitFailedError,
+    UnitTask,
+    WorkerLostError,
+    can_start_processes,
+    dump_job,
+    resolve_workers,
+    run_in_process,
+    run_on_processes,
+)
 from fm_assets.engine.records import Counts, StageSuccess, UnitMarker
 from fm_assets.engine.refs import read_success
 from fm_assets.engine.schemas import DOC_SCHEMA
@@ -35,8 +52,14 @@ from fm_assets.engine.stage import (
 )
 from fm_assets.engine.store import ObjectStore
 from fm_assets.engine.unit_writer import UnitWriter
+from fm_assets.settings import PipelineSettings
 
 log = logging.getLogger(__name__)
+
+__all__ = [
+    "NonDeterministicStageError", "StageContractError", "StageOutcome", "StageRun", "StageUnits", "UnitFailedError",
+    "WorkerLostError", "resolve_upstream", "run_stage",
+]  # fmt: skip
 
 
 class StageContractError(RuntimeError):
@@ -49,6 +72,7 @@ class NonDeterministicStageError(StageContractError):
 
 ProcessUnit = Callable[[WorkUnit, UnitWriter, str], UnitResult]  # (unit, writer, output prefix) -> result
 OnComplete = Callable[[list[UnitMarker]], dict[str, Any]]
+UnitExecutor = Literal["local", "spark"]
 
 
 @dataclass
@@ -78,7 +102,12 @@ class StageRun:
         rows_per_file: int | None = None,
         verify_committed: bool = False,
         progress: bool = True,
+        workers: int = 1,
+        unit_executor: UnitExecutor = "local",
+        spark: Callable[[], Any] | None = None,
     ) -> None:
+        """``workers``: local processes for the units (1: in this process, 0: every core); with
+        ``unit_executor="spark"`` units are Spark tasks of the session ``spark()`` returns instead."""
         self.store = store
         self.stage = stage
         self.batch = batch
@@ -89,8 +118,21 @@ class StageRun:
         self.rows_per_file = rows_per_file
         self.verify_committed = verify_committed
         self.progress = progress
-        self.key = stable_hash({"code_version": code_version, "config": config, "inputs": self.input_versions})
+        self.workers = workers
+        self.unit_executor = unit_executor
+        self.spark = spark
+        self.key = stable_hash(
+            {"code_version": code_version, "config": config, "inputs": self.input_versions}
+        )
         self.prefix = layout.stage_output(stage, batch, self.key)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # what a worker needs to commit units; the Spark session handle stays with the driver
+        return {**self.__dict__, "spark": None}
+
+    @property
+    def label(self) -> str:
+        return f"{self.stage}[{self.batch}]"
 
     def rel(self, name: str) -> str:
         return layout.in_output(self.prefix, name)
@@ -113,25 +155,124 @@ class StageRun:
         unit_ids = [u.unit_id for u in units]
         if len(set(unit_ids)) != len(unit_ids):
             raise StageContractError(f"{self.stage}: duplicate unit ids {unit_ids}")
-        markers: dict[str, UnitMarker] = {}
-        computed = skipped = 0
-        bar = tqdm(units, desc=f"{self.stage}[{self.batch[:24]}]", unit="unit", disable=not self.progress, leave=False)
-        for unit in bar:
+        markers: dict[int, UnitMarker] = {}
+        tasks: list[UnitTask] = []
+        for index, unit in enumerate(units):
             marker_rel = layout.unit_marker(self.prefix, unit.unit_id)
-            if self.store.exists(marker_rel):
-                marker = UnitMarker.from_json(self.store.read_json(marker_rel))
+            if self.store.exists(marker_rel):  # committed by an earlier attempt: skipped (or verified)
+                markers[index] = UnitMarker.from_json(self.store.read_json(marker_rel))
                 if self.verify_committed:
-                    self._assert_same(unit.unit_id, marker, self._compute_unit(unit, process, commit=False))
-                markers[unit.unit_id] = marker
-                skipped += 1
-                continue
-            markers[unit.unit_id] = self._compute_unit(unit, process, commit=True)
-            computed += 1
-        bar.close()
-        ordered = [markers[u.unit_id] for u in units]
+                    tasks.append(UnitTask(index, unit, commit=False))
+            else:
+                tasks.append(UnitTask(index, unit))
+        skipped = len(markers)
+        computed = 0
+
+        def on_done(task: UnitTask, marker: UnitMarker) -> None:
+            nonlocal computed
+            if task.commit:
+                markers[task.index] = marker
+                computed += 1
+            else:
+                self._assert_same(task.unit.unit_id, markers[task.index], marker)
+
+        bar = tqdm(
+            total=len(units),
+            desc=f"{self.stage}[{self.batch[:24]}]",
+            unit="unit",
+            disable=not self.progress,
+            leave=False,
+        )
+
+        def advance(finished: int) -> None:
+            bar.update(finished)
+
+        try:
+            bar.update(len(units) - len(tasks))
+            self._run_units(tasks, process, on_done, advance)
+        finally:
+            bar.close()
+        ordered = [markers[index] for index in range(len(units))]
         artifacts = on_complete(ordered) if on_complete else {}
         success = self._finalize(units, ordered, time.perf_counter() - started, computed, skipped, artifacts)
         return StageOutcome(self.prefix, self.key, success.data_version, False, success, computed, skipped)
+
+    def _run_units(
+        self,
+        tasks: list[UnitTask],
+        process: ProcessUnit,
+        on_done: Callable[[UnitTask, UnitMarker], None],
+        advance: Callable[[int], None],
+    ) -> None:
+        """Run ``tasks`` where the settings say; ``on_done`` gets each marker (completion order)."""
+        if not tasks:
+            return
+        job = UnitJob(self, process)
+        if self.unit_executor == "spark":
+            from fm_assets.engine.spark_units import run_on_spark  # the Spark path only where configured
+
+            if self.spark is None:
+                raise StageContractError(
+                    f"{self.label}: FM_UNIT_EXECUTOR=spark, but this run has no 'spark' resource to run units on"
+                )
+            payload = dump_job(job)
+            if isinstance(payload, str):
+                raise StageContractError(
+                    f"{self.label}: units cannot run as Spark tasks, the unit job does not pickle: {payload}"
+                )
+            started = time.perf_counter()
+            run_on_spark(
+                self.spark(),
+                self.label,
+                payload,
+                tasks,
+                self._visible(on_done),
+                advance,
+                (StageContractError,),
+            )
+            log.info(
+                "%s: %d units as Spark tasks in %.2fs", self.label, len(tasks), time.perf_counter() - started
+            )
+            return
+        workers = min(resolve_workers(self.workers), len(tasks))
+        if workers <= 1:
+            run_in_process(job, tasks, on_done, advance)
+            return
+        payload = can_start_processes() or dump_job(job)
+        if isinstance(payload, str):
+            log.warning(
+                "%s: units run in this process, the unit job cannot go to worker processes: %s",
+                self.label,
+                payload,
+            )
+            run_in_process(job, tasks, on_done, advance)
+            return
+        started = time.perf_counter()
+        run_on_processes(self.label, payload, tasks, workers, on_done, advance, (StageContractError,))
+        log.info(
+            "%s: %d units on %d worker processes in %.2fs (unit job %.1f MB)",
+            self.label,
+            len(tasks),
+            workers,
+            time.perf_counter() - started,
+            len(payload) / 1e6,
+        )
+
+    def _visible(
+        self, on_done: Callable[[UnitTask, UnitMarker], None]
+    ) -> Callable[[UnitTask, UnitMarker], None]:
+        """``on_done`` after checking that a unit committed elsewhere (a Spark executor) is in this store."""
+
+        def checked(task: UnitTask, marker: UnitMarker) -> None:
+            if task.commit and not self.store.exists(layout.unit_marker(self.prefix, task.unit.unit_id)):
+                raise StageContractError(
+                    f"{self.label} unit {task.unit.unit_id}: committed by a Spark executor but its marker is not in "
+                    f"the store at {self.store.root}; the executors must reach the same store (S3, or a local "
+                    "root on the executors' own machine, as with a loopback cluster)"
+                )
+            on_done(task, marker)
+
+        return checked
 
     def _compute_unit(self, unit: WorkUnit, process: ProcessUnit, *, commit: bool) -> UnitMarker:
         unit_started = time.perf_counter()
@@ -234,16 +375,116 @@ class StageRun:
         self.store.write_json(layout.success_marker(self.prefix), success.to_json())
         log.info(
             "%s[%s]: %d in, %d out, %d rejected (%d units computed, %d resumed)",
-            self.stage, self.batch, totals.records_in, totals.records_out, totals.records_rejected, computed, skipped,
+            self.stage,
+            self.batch,
+            totals.records_in,
+            totals.records_out,
+            totals.records_rejected,
+            computed,
+            skipped,
         )
         return success
+
+
+@dataclass(frozen=True)
+class UnitJob:
+    """One unit's whole work (read, write, commit) for ``engine.pool``: picklable when ``process`` is."""
+
+    run: StageRun
+    process: ProcessUnit
+
+    @property
+    def label(self) -> str:
+        return self.run.label
+
+    def compute(self, unit: WorkUnit, *, commit: bool) -> UnitMarker:
+        return self.run._compute_unit(unit, self.process, commit=commit)
+
+
+class UnavailableResources(Mapping[str, Any]):
+    """A worker's ``StageContext.resources``: the names are known, the engine handles stay with the parent."""
+
+    def __init__(self, names: Iterable[str]) -> None:
+        self._names = tuple(names)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names
+
+    def __getitem__(self, name: str) -> Any:
+        raise RuntimeError(
+            f"resource {name!r} is not available inside a unit running in a worker process or Spark task; "
+            "use it in the stage's prepare() (its result reaches every unit) or side_inputs()"
+        )
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+def runtime_patches(cls: type) -> list[str]:
+    """Methods of ``cls`` (and its bases) that are not the code of the class they sit on: replaced at run
+    time. A worker re-imports the class from its module and would run the original, so such a stage runs
+    its units in this process."""
+    found = []
+    for klass in cls.__mro__:
+        if klass is object:
+            continue
+        for name, value in vars(klass).items():
+            function = getattr(value, "__func__", value)  # staticmethod / classmethod
+            if inspect.isfunction(function) and (
+                function.__module__ != klass.__module__
+                or not function.__qualname__.startswith(f"{klass.__qualname__}.")
+            ):
+                found.append(f"{klass.__qualname__}.{name}")
+    return found
+
+
+def plain_settings(settings: PipelineSettings) -> PipelineSettings:
+    """The settings as a plain ``PipelineSettings`` (a Dagster config resource does not need to travel)."""
+    if type(settings) is PipelineSettings:
+        return settings
+    return PipelineSettings.model_validate(settings.model_dump(include=set(PipelineSettings.model_fields)))
+
+
+class StageUnits:
+    """A stage's unit function: ``stage.process`` with the partition context and what ``prepare`` returned.
+
+    Pickled (to a worker process or a Spark task) it carries the context without its resources and with
+    plain settings; the stage itself goes by reference (its module is imported in the worker).
+    """
+
+    def __init__(self, stage: Stage, ctx: StageContext, prepared: Any) -> None:
+        self.stage = stage
+        self.ctx = ctx
+        self.prepared = prepared
+
+    def __call__(self, unit: WorkUnit, writer: UnitWriter, prefix: str) -> UnitResult:
+        return self.stage.process(UnitContext(self.stage, self.ctx, unit, writer, prefix, self.prepared))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        patched = runtime_patches(type(self.stage))
+        if patched:
+            raise pickle.PicklingError(
+                f"stage {self.stage.name} has methods replaced at run time ({', '.join(patched)}); "
+                "a worker would import the original code"
+            )
+        worker_ctx = replace(
+            self.ctx,
+            resources=UnavailableResources(self.ctx.resources),
+            settings=plain_settings(self.ctx.settings),
+        )
+        return (StageUnits, (self.stage, worker_ctx, self.prepared))
 
 
 def resolve_upstream(store: ObjectStore, stage: Stage, batch: str) -> StageInput | None:
     if stage.upstream is None:
         return None
     success = read_success(store, stage.upstream, batch)
-    return StageInput(stage.upstream, success.prefix, success.data_version, tuple(success.parts), success.artifacts)
+    return StageInput(
+        stage.upstream, success.prefix, success.data_version, tuple(success.parts), success.artifacts
+    )
 
 
 def run_stage(stage: Stage, ctx: StageContext) -> StageOutcome:
@@ -266,15 +507,24 @@ def run_stage(stage: Stage, ctx: StageContext) -> StageOutcome:
         rows_per_file=stage.rows_per_file(ctx),
         verify_committed=ctx.settings.verify_committed_units,
         progress=ctx.settings.progress,
+        workers=ctx.settings.workers,
+        unit_executor=ctx.settings.unit_executor,
+        spark=spark_session_provider(ctx),
     )
     if run.cached() is not None:
         return run.execute([], lambda *_: UnitResult())
     units = stage.plan(ctx)
     prepared = stage.prepare(ctx, units, run.prefix)
-
-    def process(unit: WorkUnit, writer: UnitWriter, prefix: str) -> UnitResult:
-        return stage.process(UnitContext(stage, ctx, unit, writer, prefix, prepared))
-
     return run.execute(
-        units, process, on_complete=lambda markers: stage.complete(ctx, prepared, run.prefix, markers)
+        units,
+        StageUnits(stage, ctx, prepared),
+        on_complete=lambda markers: stage.complete(ctx, prepared, run.prefix, markers),
     )
+
+
+def spark_session_provider(ctx: StageContext) -> Callable[[], Any] | None:
+    """The session units run on with ``FM_UNIT_EXECUTOR=spark``: the 'spark' resource's, started on demand."""
+    if ctx.settings.unit_executor != "spark" or "spark" not in ctx.resources:
+        return None
+    resource = ctx.resources["spark"]
+    return resource.session if hasattr(resource, "session") else lambda: resource

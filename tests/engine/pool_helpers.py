@@ -1,0 +1,180 @@
+"""Shared pieces of the unit-pool tests: a real stage chain on the sample, fingerprints of stage outputs, and
+filter variants that fail, cheat or die in one unit. They live in a module (not in a test function) because
+a worker process imports a stage's class by reference."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from fm_assets.engine import layout
+from fm_assets.engine.landing import land_batch
+from fm_assets.engine.records import UnitMarker
+from fm_assets.engine.refs import read_success, write_ref
+from fm_assets.engine.run import StageOutcome, run_stage
+from fm_assets.engine.stage import StageContext, UnitContext, UnitResult, WorkUnit
+from fm_assets.engine.store import ObjectStore
+from fm_assets.engine.verdict import Verdict
+from fm_assets.side_inputs.blocklists import BlocklistSource
+from fm_assets.side_inputs.eval_registry import EvalRegistry
+from fm_assets.stages.filter import FilterStage
+from fm_assets.stages.registry import STAGES
+from fm_resources.pipeline_config import PipelineConfigResource
+
+BATCH = "b-pool"
+CHAIN = ("land", "validate", "pii_preflag", "filter")
+TIMING_FIELDS = ("seconds",)  # wall-clock fields: the only ones allowed to differ between runs
+
+
+def side_resources(**extra: Any) -> dict[str, Any]:
+    return {"blocklists": BlocklistSource(), "eval_registry": EvalRegistry(), **extra}
+
+
+def settings(**overrides: Any) -> PipelineConfigResource:
+    """Small FM-like settings: several units per stage (8 records per land part), no Spark near-dup."""
+    return PipelineConfigResource(
+        **{"progress": False, "near_dedup": False, "land_rows_per_part": 8, **overrides}
+    )
+
+
+def land_sample(root: Path, sample: dict) -> ObjectStore:
+    store = ObjectStore(str(root))
+    land_batch(
+        store, Path(sample["dest"]), source="sample", license_id="MIT", namespace="cloud", batch_id=BATCH
+    )
+    return store
+
+
+def run_chain(
+    store: ObjectStore,
+    config: PipelineConfigResource,
+    until: str = "filter",
+    resources: dict[str, Any] | None = None,
+) -> dict[str, StageOutcome]:
+    """Run the stages in order up to ``until`` as the preprocess job does (refs written after each)."""
+    outcomes = {}
+    for stage in STAGES:
+        outcome = run_stage(stage, StageContext(store, BATCH, config, resources or side_resources()))
+        write_ref(store, stage.name, BATCH, outcome.success, cache_hit=outcome.cache_hit, wall_seconds=0.0)
+        outcomes[stage.name] = outcome
+        if stage.name == until:
+            break
+    return outcomes
+
+
+def run_one(store: ObjectStore, stage: Any, config: PipelineConfigResource, **resources: Any) -> StageOutcome:
+    """Run one stage (its upstream already run) and point its ref at the output."""
+    outcome = run_stage(stage, StageContext(store, BATCH, config, side_resources(**resources)))
+    write_ref(store, stage.name, BATCH, outcome.success, cache_hit=outcome.cache_hit, wall_seconds=0.0)
+    return outcome
+
+
+def without_timing(obj: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in obj.items() if k not in TIMING_FIELDS}
+
+
+def fingerprint(store: ObjectStore, stage: str) -> dict[str, Any]:
+    """Everything a stage output is: _SUCCESS.json and every unit marker (timings aside), and the sha256 of
+    every file the markers list, read back from the store."""
+    success = read_success(store, stage, BATCH)
+    markers = {}
+    files = {}
+    for unit in success.units:
+        marker = store.read_json(layout.unit_marker(success.prefix, unit))
+        markers[unit] = without_timing(marker)
+        for name in marker["files"]:
+            files[name] = hashlib.sha256(store.read_bytes(layout.in_output(success.prefix, name))).hexdigest()
+    return {
+        "success": without_timing(store.read_json(layout.success_marker(success.prefix))),
+        "markers": markers,
+        "files": files,
+        "data_version": success.data_version,
+    }
+
+
+def committed_units(store: ObjectStore, prefix: str) -> list[str]:
+    return sorted(Path(p).stem for p in store.list(f"{prefix}/_units"))
+
+
+def explode_in_unit(unit_id: str) -> None:
+    raise ValueError(f"planted failure while processing {unit_id}")
+
+
+class FlakyFilter(FilterStage):
+    """The real filter (same name, code version, config: same key), except one unit raises."""
+
+    fail_unit: str = ""
+
+    def process(self, unit: UnitContext) -> UnitResult:
+        if unit.unit.unit_id == self.fail_unit:
+            explode_in_unit(unit.unit.unit_id)
+        return super().process(unit)
+
+
+class SaltedFilter(FilterStage):
+    """The filter with different output under the same key: impure code as the contract sees it."""
+
+    def judge(self, ctx: StageContext, record: dict[str, Any], metrics: dict[str, Any]) -> Verdict:
+        verdict = super().judge(ctx, record, metrics)
+        if verdict.keep and verdict.record is not None:
+            verdict = Verdict.kept({**verdict.record, "text": verdict.record["text"] + " (salted)"})
+        return verdict
+
+
+class LeakyFilter(FilterStage):
+    """Loses a record in its accounting: a StageContractError in the worker."""
+
+    def process(self, unit: UnitContext) -> UnitResult:
+        result = super().process(unit)
+        return UnitResult(records_in=result.records_in + 1, extra=result.extra)
+
+
+class DyingFilter(FilterStage):
+    """The worker running ``die_unit`` is SIGKILLed (out-of-memory killer, ...)."""
+
+    die_unit: str = ""
+
+    def process(self, unit: UnitContext) -> UnitResult:
+        if unit.unit.unit_id == self.die_unit:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().process(unit)
+
+
+class SlowFilter(FilterStage):
+    """The real filter, slowed down per unit, recording which process ran it (the kill -9 test)."""
+
+    pid_dir: str = ""
+    delay: float = 0.4
+
+    def process(self, unit: UnitContext) -> UnitResult:
+        Path(self.pid_dir, str(os.getpid())).touch()
+        time.sleep(self.delay)
+        return super().process(unit)
+
+
+class EchoJob:
+    """A toy unit job for the pool API: a marker per unit, a failure for unit ``bad``."""
+
+    label = "echo[b]"
+
+    def compute(self, unit: WorkUnit, *, commit: bool) -> UnitMarker:
+        if unit.unit_id == "bad":
+            explode_in_unit(unit.unit_id)
+        return UnitMarker(
+            unit=unit.unit_id,
+            inputs=list(unit.inputs),
+            files={},
+            parts=[],
+            records_in=0,
+            records_out=0,
+            rows_written=0,
+            records_rejected=0,
+            rejects_by_reason={},
+            extra={"pid": os.getpid(), "commit": commit},
+            bytes_out=0,
+            seconds=0.0,
+        )
