@@ -40,6 +40,7 @@ from functools import lru_cache
 import numpy as np
 import torch
 
+_NO_ROWS = np.zeros(0, np.int64)
 IGNORE_INDEX = -100
 """``labels`` value where no loss is taken (document ends, padding); ``cross_entropy``'s default."""
 SOURCE_SHIFT = 48
@@ -119,6 +120,7 @@ class BufferPool:
             if self._refcounts(arrays) == idle:
                 return arrays
         arrays = {key: np.empty(shape, dtype) for key, (shape, dtype) in self.shapes.items()}
+        arrays["cu_seqlens"][:, 0] = 0  # fill_batch writes the other columns only
         if len(self._sets) < self.size:
             self._sets.append((arrays, self._refcounts(arrays)))
         return arrays
@@ -180,10 +182,10 @@ def fill_batch(
         raise ValueError("document lengths do not add up to the row lengths")
     doc_first = np.cumsum(n_docs)
     doc_first -= n_docs
-    doc_k1 = _arange(len(doclens)) + 1
-    doc_k1 -= doc_first[doc_row]  # 1-based index of each document inside its row
-    short = np.flatnonzero(lengths < seq_len)
-    if len(short) == 0:  # full rows: the segments are the documents
+    doc_k1 = _arange(len(doclens) + 1)[1:] - doc_first[doc_row]  # 1-based index of each document in its row
+    full = lengths.min(initial=seq_len) == seq_len
+    short = _NO_ROWS if full else np.flatnonzero(lengths < seq_len)
+    if full:  # the segments are the documents
         seg_len, seg_value = doclens, doc_k1.astype(np.int32)
         seg_end = np.cumsum(doclens)
         doc_end = seg_end
@@ -203,8 +205,9 @@ def fill_batch(
         doc_end = seg_end[doc_slot]
         segs_before_row = doc_first + pads_before
     flat_positions = _flat_positions(batch * seq_len)
-    seg_start = seg_end.astype(flat_positions.dtype)
-    seg_start -= seg_len.astype(flat_positions.dtype)
+    seg_start = np.subtract(
+        seg_end, seg_len, out=np.empty(len(seg_len), flat_positions.dtype), casting="unsafe"
+    )
 
     position_ids = out["position_ids"]
     step = chunk_rows(seq_len)
@@ -252,8 +255,7 @@ def fill_batch(
         loss_mask[row, n:] = False
         position_ids[row, n:] = 0
 
-    cu[:, 1:] = lengths[:, None]
-    cu[:, 0] = 0
+    cu[:, 1:] = lengths[:, None]  # column 0 stays 0 (BufferPool.acquire)
     doc_end -= doc_row * seq_len  # end of each document inside its row (doc_last is done with doc_end)
     doc_row *= width
     doc_row += doc_k1

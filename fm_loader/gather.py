@@ -47,6 +47,14 @@ PAD_KEY = -(1 << KEY_SHIFT)
 """The key of padding rows (``source == -1``, ``shard == 0``)."""
 _RECORD_SIZE = INDEX_RECORD_DTYPE.itemsize
 _NO_DOCS = np.zeros(0, np.int32)
+_NO_SLOTS = np.zeros(0, np.int64)
+
+
+def _distinct(keys: Iterable[int]) -> dict[int, None]:
+    """The shard keys of ``keys`` once each, in order (padding rows need no shard)."""
+    distinct = dict.fromkeys(keys)
+    distinct.pop(PAD_KEY, None)
+    return distinct
 
 
 class _Views(NamedTuple):
@@ -129,6 +137,7 @@ class BatchAssembler:
         self._itemsize = self._dtype.itemsize
         # Indexed by source + 1 (padding rows have source -1): True where the gather reads the source's rows.
         self._gathered = np.array([True] + [w == self._dtype for w in widths], dtype=bool)
+        self._all_gathered = bool(self._gathered.all())
         self._zeros = memoryview(bytes(seq_len * self._itemsize))
         self._open: dict[int, ShardRows] = {}
         self._views: dict[int, _Views] = {PAD_KEY: _NULL}
@@ -153,11 +162,11 @@ class BatchAssembler:
         self._last_used.pop(key, None)
         self._open.pop(key).close()
 
-    def _ensure_open(self, keys: Iterable[int]) -> None:
+    def _ensure_open(self, keys: Iterable[int], distinct: dict[int, None] | None = None) -> None:
         """Open the shards of ``keys`` that are not open, mark them used, and close the least recently used
-        shards beyond ``max_open`` (never one of ``keys``)."""
-        distinct = dict.fromkeys(keys)
-        distinct.pop(PAD_KEY, None)
+        shards beyond ``max_open`` (never one of ``keys``); ``distinct``: the keys once each, if known."""
+        if distinct is None:
+            distinct = _distinct(keys)
         views = self._views
         for key in distinct:
             if key not in views:
@@ -181,14 +190,15 @@ class BatchAssembler:
             refs: Rows of a coming batch.
         """
         keys = ((refs.source << KEY_SHIFT) | refs.shard).tolist()
+        distinct = _distinct(keys)
+        if len(distinct) <= self.max_open:
+            self._ensure_open(keys, distinct)
+            return
         for lo, hi in self._pieces(keys):
             self._ensure_open(keys[lo:hi])
 
     def _pieces(self, keys: list[int]) -> list[tuple[int, int]]:
-        """Consecutive slot ranges that each touch at most ``max_open`` shards (usually one range)."""
-        distinct = dict.fromkeys(keys)
-        if len(distinct) - (PAD_KEY in distinct) <= self.max_open:
-            return [(0, len(keys))]
+        """Consecutive slot ranges that each touch at most ``max_open`` shards."""
         pieces, seen, lo = [], set(), 0
         for slot, key in enumerate(keys):
             if key != PAD_KEY and key not in seen:
@@ -201,11 +211,17 @@ class BatchAssembler:
 
     # -- the gather ----------------------------------------------------------------------------------------
     def _gather(
-        self, keys: list[int], rows: np.ndarray, ids: np.ndarray, first_slot: int, sample_ids: np.ndarray
+        self,
+        keys: list[int],
+        rows: np.ndarray,
+        ids: np.ndarray,
+        first_slot: int,
+        sample_ids: np.ndarray,
+        distinct: dict[int, None] | None = None,
     ) -> _Gathered:
         """Copy rows ``rows`` of shards ``keys`` into ``ids[first_slot:]`` (zero padded); their lengths and
         document lengths."""
-        self._ensure_open(keys)
+        self._ensure_open(keys, distinct)
         isz = self._itemsize
         rec_views, tok_views, doc_views = zip(*map(self._views.__getitem__, keys), strict=True)
         starts = rows * _RECORD_SIZE
@@ -301,14 +317,18 @@ class BatchAssembler:
         keys = ((refs.source << KEY_SHIFT) | refs.shard).tolist()
         rows = refs.row
         sample_ids = refs.sample_id.copy()
-        others = np.flatnonzero(~self._gathered[refs.source + 1])
+        others = _NO_SLOTS if self._all_gathered else np.flatnonzero(~self._gathered[refs.source + 1])
         if len(others):
             rows = rows.copy()
             rows[others] = 0  # the gather reads the null row there; ShardRows.read fills them in afterwards
         ids = out["input_ids"]
-        pieces = [
-            self._gather(keys[lo:hi], rows[lo:hi], ids, lo, sample_ids) for lo, hi in self._pieces(keys)
-        ]
+        distinct = _distinct(keys)
+        if len(distinct) <= self.max_open:
+            pieces = [self._gather(keys, rows, ids, 0, sample_ids, distinct)]
+        else:
+            pieces = [
+                self._gather(keys[lo:hi], rows[lo:hi], ids, lo, sample_ids) for lo, hi in self._pieces(keys)
+            ]
         if len(pieces) == 1:
             lengths, n_docs, doclens = pieces[0]
         else:

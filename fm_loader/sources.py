@@ -99,12 +99,20 @@ class Source(ABC):
         return int(self.shard_rows.sum())
 
 
+POPULATE_MAX_BYTES = 256 << 20
+"""Shards up to this size are mapped pre-faulted (Linux ``MAP_POPULATE``), bigger ones page by page."""
+
+
 def _map_read_only(fd: int, size: int) -> mmap.mmap:
-    """A read-only shared map of the whole file; on Linux pre-faulted (``MAP_POPULATE``): every row of an open
-    shard is read while its window is (the shuffle visits whole shards), and one populate costs less than a
-    page fault every few rows, and reads a cold file sequentially instead of row by row."""
+    """A read-only shared map of the whole file.
+
+    On Linux a shard of at most :data:`POPULATE_MAX_BYTES` is pre-faulted (``MAP_POPULATE``): every row of an
+    open shard is read while its window is (the shuffle visits whole shards), and one populate costs less than
+    a page fault every few rows (and reads a cold file sequentially instead of row by row); a bigger shard is
+    faulted in as its rows are read, so that opening it does not wait for all of it.
+    """
     populate = getattr(mmap, "MAP_POPULATE", 0)
-    if populate:
+    if populate and size <= POPULATE_MAX_BYTES:
         return mmap.mmap(fd, size, flags=mmap.MAP_SHARED | populate, prot=mmap.PROT_READ)
     return mmap.mmap(fd, size, access=mmap.ACCESS_READ)
 
