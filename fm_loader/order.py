@@ -15,10 +15,14 @@ Two layers, both computed in closed form so any position can be reached in O(num
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
+
+_EMPTY = np.zeros(0, np.int64)
+_EMPTY.flags.writeable = False
 
 
 def _rng(*words: int) -> np.random.Generator:
@@ -30,6 +34,7 @@ class _PassLayout:
     shard_perm: np.ndarray  # pass position -> shard index
     cum_rows: np.ndarray  # len S+1, row offset of each permuted shard within the pass
     window_starts: np.ndarray  # row offset of each window within the pass, plus the pass length at the end
+    window_list: list[int]  # the same as a list (bisect on it beats a numpy call for one position)
 
 
 def _greedy_windows(cum_rows: np.ndarray, window_rows: int) -> np.ndarray:
@@ -82,7 +87,7 @@ class SourceOrder:
         cum = np.zeros(len(perm) + 1, dtype=np.int64)
         np.cumsum(self.shard_rows[perm], out=cum[1:])
         starts = _greedy_windows(cum, self.window_rows)
-        layout = _PassLayout(perm, cum, starts)
+        layout = _PassLayout(perm, cum, starts, starts.tolist())
         self._passes[pass_index] = layout
         if len(self._passes) > self._cache:
             self._passes.popitem(last=False)
@@ -133,26 +138,27 @@ class SourceOrder:
             count: Number of positions.
 
         Returns:
-            Three new int64 arrays of ``count`` entries.
+            Three int64 arrays of ``count`` entries; read-only (they may be views of the cache).
         """
         parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         pos, end = int(start), int(start) + int(count)
         while pos < end:
             pass_index, offset = divmod(pos, self.rows)
-            starts = self._layout(pass_index).window_starts
-            window = int(np.searchsorted(starts, offset, side="right")) - 1
-            lo, hi = int(starts[window]), int(starts[window + 1])
+            starts = self._layout(pass_index).window_list
+            window = bisect_right(starts, offset) - 1
+            lo, hi = starts[window], starts[window + 1]
             take = min(end - pos, hi - offset)
             a, b = offset - lo, offset - lo + take
             shards, rows, ids = self._window_map(pass_index, window)
             parts.append((shards[a:b], rows[a:b], ids[a:b]))
             pos += take
         if len(parts) == 1:
-            return parts[0][0].copy(), parts[0][1].copy(), parts[0][2].copy()
+            return parts[0]
         if not parts:
-            empty = np.zeros(0, np.int64)
-            return empty, empty.copy(), empty.copy()
+            return _EMPTY, _EMPTY, _EMPTY
         shards, rows, ids = (np.concatenate(column) for column in zip(*parts, strict=True))
+        for array in (shards, rows, ids):
+            array.flags.writeable = False
         return shards, rows, ids
 
     def locate(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

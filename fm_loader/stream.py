@@ -28,6 +28,15 @@ class RowRefs:
 
 
 class GlobalStream:
+    """The epoch-position -> row mapping of a mixture under a seed (see the module docstring).
+
+    Attributes:
+        seed: Seed of the shuffle.
+        counts: Rows each source contributes per epoch.
+        orders: One :class:`~fm_loader.order.SourceOrder` per source.
+        epoch_rows: Rows per epoch (the sum of ``counts``).
+    """
+
     def __init__(self, mixture: Mixture, seed: int) -> None:
         self.seed = int(seed)
         self.counts = list(mixture.counts)
