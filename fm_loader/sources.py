@@ -133,7 +133,7 @@ class TarShardRows(ShardRows):
         self._isz = self._dtype.itemsize
         self._words, self._doclens = index.words, index.doclens
         self._tokens = np.frombuffer(self._view[: size - size % self._dtype.itemsize], dtype=self._dtype)
-        # What the loader's batch gather slices (see fm_loader.loader.BatchAssembler): the index records, the
+        # What the loader's batch gather slices (see fm_loader.gather.BatchAssembler): the index records, the
         # tar bytes and the doclens array, each as a byte memoryview.
         self.itemsize = self._isz
         self.record_bytes: memoryview = index.record_bytes
