@@ -28,7 +28,7 @@ bench: setup
 	.venv/bin/python bench/pipeline.py
 	.venv/bin/python bench/loader.py
 	.venv/bin/python bench/dedup.py
-	.venv/bin/python bench/tokenize.py
+	.venv/bin/python bench/tokenizer_speed.py
 	.venv/bin/python bench/scale.py
 
 ui: setup

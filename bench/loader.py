@@ -37,7 +37,7 @@ import os
 import sys
 
 # Run as ``python bench/loader.py``, this folder comes first on sys.path, where a sibling script named like a
-# standard module (``bench/tokenize.py``) would shadow it: the folder is not needed on the path.
+# standard module (``bench/tokenizer_speed.py``) would shadow it: the folder is not needed on the path.
 if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
     sys.path.pop(0)
 

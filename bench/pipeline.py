@@ -32,7 +32,9 @@ def _land_all(root: Path, sample: dict) -> list[str]:
 
     store = ObjectStore(str(root))
     return [
-        land_batch(store, Path(sample["dest"]) / pkg, source=pkg, license_id=info["license"], namespace="cloud").batch
+        land_batch(
+            store, Path(sample["dest"]) / pkg, source=pkg, license_id=info["license"], namespace="cloud"
+        ).batch
         for pkg, info in sorted(sample["packages"].items())
     ]
 
@@ -43,7 +45,9 @@ def _stage_table(root: Path, batches: list[str]) -> dict:
 
     per_stage: dict[str, dict] = {}
     for row in build_report(ObjectStore(str(root)), batches):
-        agg = per_stage.setdefault(row["stage"], {"wall_seconds": 0.0, "compute_seconds": 0.0, "records_in": 0, "mb_in": 0.0})
+        agg = per_stage.setdefault(
+            row["stage"], {"wall_seconds": 0.0, "compute_seconds": 0.0, "records_in": 0, "mb_in": 0.0}
+        )
         agg["wall_seconds"] += row["wall_seconds"] or 0
         agg["compute_seconds"] += row["compute_seconds"] or 0
         agg["records_in"] += row["records_in"]
@@ -110,11 +114,17 @@ def _packing(root: Path, batches: list[str]) -> dict:
         for batch in batches:
             lengths = []
             for part in read_success(store, "tokenize", batch).parts:
-                lengths.extend(pq.read_table(store.local_path(part), columns=["n_tokens"])["n_tokens"].to_pylist())
+                lengths.extend(
+                    pq.read_table(store.local_path(part), columns=["n_tokens"])["n_tokens"].to_pylist()
+                )
             bins = pack_documents(lengths, seq_len)
             tokens += sum(lengths)
             rows += len(bins)
-        result[f"T={seq_len}"] = {"rows": rows, "tokens": tokens, "efficiency": round(tokens / (rows * seq_len), 5)}
+        result[f"T={seq_len}"] = {
+            "rows": rows,
+            "tokens": tokens,
+            "efficiency": round(tokens / (rows * seq_len), 5),
+        }
     result["target"] = ">= 0.999"
     return result
 
@@ -174,7 +184,9 @@ def _export_tokenizer(root: Path, workdir: Path) -> Path:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--docs-per-package", type=int, default=0, help="cap per package; 0 = the whole sample corpus")
+    parser.add_argument(
+        "--docs-per-package", type=int, default=0, help="cap per package; 0 = the whole sample corpus"
+    )
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--rss-docs", type=int, nargs=2, default=[2000, 8000])
     args = parser.parse_args()
@@ -194,12 +206,19 @@ def main() -> None:
     input_mb = _stage_input_mb(root, batches)
     for name, row in stages.items():
         row["mb_in"] = round(input_mb[name], 3)
-        row["mb_per_s"] = round(input_mb[name] / row["compute_seconds"], 3) if row["compute_seconds"] else None
+        row["mb_per_s"] = (
+            round(input_mb[name] / row["compute_seconds"], 3) if row["compute_seconds"] else None
+        )
     started = time.perf_counter()
     failures_noop = run_batches(batches)
     noop = time.perf_counter() - started
     result = {
-        "corpus": {"source": sample["source"], "docs": sample["total_docs"], "mb": round(sample["total_bytes"] / 1e6, 2), "batches": len(batches)},
+        "corpus": {
+            "source": sample["source"],
+            "docs": sample["total_docs"],
+            "mb": round(sample["total_bytes"] / 1e6, 2),
+            "batches": len(batches),
+        },
         "failures": {**failures, **failures_noop},
         "first_run_seconds": round(first, 2),
         "noop_rerun_seconds": round(noop, 2),
@@ -208,7 +227,10 @@ def main() -> None:
         "stages": stages,
         "tokenize_vs_bare": _tokenize_vs_bare(root, batches),
         "packing": _packing(root, batches),
-        "peak_rss": [_rss_child(workdir / "sample", n, workdir, _export_tokenizer(root, workdir)) for n in args.rss_docs],
+        "peak_rss": [
+            _rss_child(workdir / "sample", n, workdir, _export_tokenizer(root, workdir))
+            for n in args.rss_docs
+        ],
         "bench_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "numpy": np.__version__,
     }

@@ -152,7 +152,10 @@ def datatrove_case(workdir: Path, docs: list[dict], tokenizer: Path) -> dict:
     venv = workdir / ".venv-datatrove"
     if not (venv / "bin" / "python").exists():
         subprocess.run([PYTHON, "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "datatrove[io,processing]", "orjson", "spacy"], check=True)
+        subprocess.run(
+            [str(venv / "bin" / "pip"), "install", "-q", "datatrove[io,processing]", "orjson", "spacy"],
+            check=True,
+        )
     corpus_dir = workdir / "datatrove_in"
     corpus_dir.mkdir(parents=True, exist_ok=True)
     write_corpus(corpus_dir / "docs.jsonl", docs)
@@ -195,7 +198,9 @@ def main() -> None:
     stages = sorted({s for case in growth.values() for s in case["stage_wall_s"]})
     fits = {}
     for stage in stages:
-        fixed, per_mb = linear_fit([(case["mb"], case["stage_wall_s"].get(stage, 0.0)) for case in growth.values()])
+        fixed, per_mb = linear_fit(
+            [(case["mb"], case["stage_wall_s"].get(stage, 0.0)) for case in growth.values()]
+        )
         fits[stage] = {"fixed_s": round(fixed, 3), "s_per_mb": round(per_mb, 3)}
     result = {
         "docs_total": len(docs),

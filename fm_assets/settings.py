@@ -28,15 +28,23 @@ class PipelineSettings(BaseModel):
     seq_len: int = Field(default=2048, description="Tokens per packed row (context window T)")
     rows_per_shard: int = Field(default=1024, description="Packed rows per WebDataset shard")
     land_rows_per_part: int = Field(default=5000, description="Records per land part file (work-unit size)")
-    pack_min_fragment: int = Field(default=1, description="Smallest piece of a long document used to fill a row gap")
+    pack_min_fragment: int = Field(
+        default=1, description="Smallest piece of a long document used to fill a row gap"
+    )
     pack_tokens_per_unit: int = Field(default=8_000_000, description="Token budget of one pack work unit")
-    allowed_languages: list[str] = Field(default_factory=list, description="Keep only these languages (empty: all)")
-    min_language_score: float = Field(default=0.0, description="Reject documents whose language score is lower")
+    allowed_languages: list[str] = Field(
+        default_factory=list, description="Keep only these languages (empty: all)"
+    )
+    min_language_score: float = Field(
+        default=0.0, description="Reject documents whose language score is lower"
+    )
     quarantine_namespace_rejected: bool = Field(
         default=True, description="Quarantine-namespace records never reach shards"
     )
     decontaminate: bool = Field(default=True, description="Drop documents that overlap the eval n-gram index")
-    decontam_min_matches: int = Field(default=1, description="Matching eval n-grams that make a document contaminated")
+    decontam_min_matches: int = Field(
+        default=1, description="Matching eval n-grams that make a document contaminated"
+    )
     near_dedup: bool = Field(default=True, description="Run the Spark MinHash near-dup stage")
     near_dedup_threshold: float = Field(default=0.8, description="Jaccard threshold for near duplicates")
     min_packing_efficiency: float = Field(
@@ -66,7 +74,9 @@ class Settings(PipelineSettings, BaseSettings):
     model_config = SettingsConfigDict(env_prefix="FM_", extra="ignore", populate_by_name=True)
 
     root: str = Field(default=DEFAULT_ROOT, description="Storage root: a local folder or s3://bucket/prefix")
-    profile: Profile = Field(default="local", description="Resource bindings: local (one machine) or prod (k8s)")
+    profile: Profile = Field(
+        default="local", description="Resource bindings: local (one machine) or prod (k8s)"
+    )
     dagster_home: str | None = Field(
         default=None,
         validation_alias=AliasChoices("DAGSTER_HOME", "FM_DAGSTER_HOME"),
@@ -74,20 +84,34 @@ class Settings(PipelineSettings, BaseSettings):
     )
     s3_endpoint_url: str | None = Field(default=None, description="S3-compatible endpoint (MinIO, moto, ...)")
     s3_region: str | None = Field(
-        default=None, validation_alias=AliasChoices("AWS_DEFAULT_REGION", "FM_S3_REGION"), description="S3 region"
+        default=None,
+        validation_alias=AliasChoices("AWS_DEFAULT_REGION", "FM_S3_REGION"),
+        description="S3 region",
     )
-    spark_master: str | None = Field(default=None, description="Spark master; default local[2] (local), local[*] (prod)")
+    spark_master: str | None = Field(
+        default=None, description="Spark master; default local[2] (local), local[*] (prod)"
+    )
     spark_log_level: str = Field(default="ERROR", description="Spark's own log level")
-    dagster_log_level: str = Field(default="ERROR", description="Console log level of `fm run`'s Dagster runs")
+    dagster_log_level: str = Field(
+        default="ERROR", description="Console log level of `fm run`'s Dagster runs"
+    )
     tokenizer_file: str | None = Field(default=None, description="A tokenizer.json to register and pin")
-    tokenizer_vocab_size: int = Field(default=8192, description="Vocab size when a BPE is trained from the data")
+    tokenizer_vocab_size: int = Field(
+        default=8192, description="Vocab size when a BPE is trained from the data"
+    )
     tokenizer_train_docs: int = Field(default=20000, description="Documents sampled to train the BPE")
-    blocklist_file: str | None = Field(default=None, description="YAML/JSON blocklists (domains, hashes, revocations)")
+    blocklist_file: str | None = Field(
+        default=None, description="YAML/JSON blocklists (domains, hashes, revocations)"
+    )
     eval_registry_file: str | None = Field(
         default=None, description="JSONL of eval passages for decontamination (default: the bundled set)"
     )
-    iceberg_catalog_type: str = Field(default="sql", description="pyiceberg catalog type: sql, rest, glue, ...")
-    iceberg_uri: str | None = Field(default=None, description="Catalog URI; default a SQLite file under the root")
+    iceberg_catalog_type: str = Field(
+        default="sql", description="pyiceberg catalog type: sql, rest, glue, ..."
+    )
+    iceberg_uri: str | None = Field(
+        default=None, description="Catalog URI; default a SQLite file under the root"
+    )
 
     @model_validator(mode="after")
     def _absolute_local_root(self) -> Settings:
@@ -120,7 +144,9 @@ class Settings(PipelineSettings, BaseSettings):
             return
         problems = []
         if not self.is_remote:
-            problems.append(f"FM_ROOT={self.root} is a local folder; prod needs shared storage (s3://bucket/prefix)")
+            problems.append(
+                f"FM_ROOT={self.root} is a local folder; prod needs shared storage (s3://bucket/prefix)"
+            )
         if self.iceberg_catalog_type in ("sql", "rest") and not self.iceberg_uri:
             problems.append(
                 f"FM_ICEBERG_URI is not set; prod's {self.iceberg_catalog_type} catalog needs one (or use a Glue catalog)"

@@ -59,7 +59,9 @@ def catalog_properties(
     local = _is_local(root)
     local_root = Path(root.removeprefix("file://")).expanduser().resolve() if local else None
     if warehouse is None:
-        warehouse = local_root.joinpath("warehouse").as_uri() if local_root else f"{root.rstrip('/')}/warehouse"
+        warehouse = (
+            local_root.joinpath("warehouse").as_uri() if local_root else f"{root.rstrip('/')}/warehouse"
+        )
     if catalog_type == "sql" and uri is None:
         if local_root is None:
             raise IcebergConfigError(
@@ -87,7 +89,9 @@ class IcebergCatalogResource(ConfigurableResource):
     root: str = Field(description="The storage root: derives the default catalog and warehouse")
     catalog_name: str = Field(default="fm", description="Name pyiceberg gives the catalog")
     catalog_type: str = Field(default="sql", description="pyiceberg catalog type: sql, rest, glue, hive, ...")
-    uri: str | None = Field(default=None, description="Catalog URI; default sqlite:///<root>/catalog/iceberg.db")
+    uri: str | None = Field(
+        default=None, description="Catalog URI; default sqlite:///<root>/catalog/iceberg.db"
+    )
     warehouse: str | None = Field(default=None, description="Warehouse location; default <root>/warehouse")
     properties: dict[str, str] = Field(default_factory=dict, description="Extra load_catalog properties")
     s3_endpoint_url: str | None = Field(default=None, description="S3-compatible endpoint for the warehouse")
@@ -109,4 +113,8 @@ class IcebergCatalogResource(ConfigurableResource):
 
     def describe(self) -> dict[str, Any]:
         """The catalog settings without secrets (for metadata and logs)."""
-        return {"type": self.catalog_type, "name": self.catalog_name, "warehouse": self.warehouse or "<root>/warehouse"}
+        return {
+            "type": self.catalog_type,
+            "name": self.catalog_name,
+            "warehouse": self.warehouse or "<root>/warehouse",
+        }

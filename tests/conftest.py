@@ -79,7 +79,11 @@ def s3_server():
     server.start()
     endpoint = f"http://127.0.0.1:{port}"
     boto3.client(
-        "s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test", region_name="us-east-1"
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+        region_name="us-east-1",
     ).create_bucket(Bucket="fm-test")
     yield endpoint
     server.stop()

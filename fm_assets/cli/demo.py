@@ -38,7 +38,11 @@ def _ensure_batches(store: ObjectStore, sample: dict, console: Console) -> list[
             batches.append(landed[package])
             continue
         manifest = land_batch(
-            store, Path(sample["dest"]) / package, source=package, license_id=info["license"], namespace="cloud"
+            store,
+            Path(sample["dest"]) / package,
+            source=package,
+            license_id=info["license"],
+            namespace="cloud",
         )
         console.print(f"landed {package} ({info['docs']} docs) as batch {manifest.batch}")
         batches.append(manifest.batch)
@@ -61,7 +65,9 @@ def run_demo(settings: Settings, *, max_docs: int, console: Console, out: Consol
             console.print(f"[red]{batch}: {message}[/red]")
         return 1
     rows = build_report(store, batches)
-    console.print(f"{len(rows)} stage reports; `fm report` shows them, `fm rejects BATCH` lists what was dropped")
+    console.print(
+        f"{len(rows)} stage reports; `fm report` shows them, `fm rejects BATCH` lists what was dropped"
+    )
 
     print_summary(console, store, batches)
     name = settings.dataset_name
@@ -72,8 +78,10 @@ def run_demo(settings: Settings, *, max_docs: int, console: Console, out: Consol
     for row, shard, index in read_rows(manifest_path, limit=3):
         first_doc = row.tokens[: row.doc_lens[0]]
         text = tokenizer.decode([int(t) for t in first_doc[:80]])
-        out.print(f"[cyan]{shard} row {index}[/cyan]: {len(row.tokens)} tokens, {len(row.doc_lens)} docs; "
-                  f"first doc {row.doc_ids[0] if row.doc_ids else '?'}: {text!r}")
+        out.print(
+            f"[cyan]{shard} row {index}[/cyan]: {len(row.tokens)} tokens, {len(row.doc_lens)} docs; "
+            f"first doc {row.doc_ids[0] if row.doc_ids else '?'}: {text!r}"
+        )
     loader = Loader(manifest_path, global_batch_size=8, rank=0, world_size=1, seed=0)
     batch = next(iter(loader))
     shapes = {key: tuple(value.shape) for key, value in batch.items()}

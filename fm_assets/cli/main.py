@@ -47,7 +47,9 @@ def cmd_land(args: argparse.Namespace, settings: Settings) -> int:
     from fm_assets.engine.landing import LandingError, land_batch
 
     try:
-        manifest = land_batch(_store(settings), args.src, source=args.source, license_id=args.license, namespace=args.namespace)
+        manifest = land_batch(
+            _store(settings), args.src, source=args.source, license_id=args.license, namespace=args.namespace
+        )
     except LandingError as exc:
         console.print(f"[red]fm land: {exc}[/red]")
         return 2
@@ -61,7 +63,9 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     from fm_assets.engine.landing import list_complete_batches
 
     if not list_complete_batches(_store(settings)):
-        console.print(f"[red]fm run: no complete landing batch under {settings.root}; create one with `fm land`[/red]")
+        console.print(
+            f"[red]fm run: no complete landing batch under {settings.root}; create one with `fm land`[/red]"
+        )
         return 2
     try:
         failures = run_batches(settings, args.batches or None, release=not args.no_release, console=console)
@@ -107,17 +111,32 @@ def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
     for column in ("licence", "docs landed", "docs in shards", "tokens in shards"):
         table.add_column(column)
     for licence, row in sorted(audit["licences"].items()):
-        table.add_row(licence, f"{row['documents_landed']:,}", f"{row['documents_in_shards']:,}", f"{row['tokens']:,}")
+        table.add_row(
+            licence, f"{row['documents_landed']:,}", f"{row['documents_in_shards']:,}", f"{row['tokens']:,}"
+        )
     console.print(table)
     table = Table(title="per batch evidence")
-    for column in ("batch", "source", "licence", "namespace", "PII-flagged docs", "eval leaks removed", "checks"):
+    for column in (
+        "batch",
+        "source",
+        "licence",
+        "namespace",
+        "PII-flagged docs",
+        "eval leaks removed",
+        "checks",
+    ):
         table.add_column(column, overflow="fold")
     for row in audit["batches"]:
         checks = [c for stage in row["stages"].values() for c in stage["checks"].values()]
         passed = sum(1 for c in checks if c["passed"])
         table.add_row(
-            row["batch"], row["source"], row["license"], row["namespace"], str(row["pii_flagged_documents"]),
-            str(row["eval_contamination_removed"]), f"{passed}/{len(checks)} passed",
+            row["batch"],
+            row["source"],
+            row["license"],
+            row["namespace"],
+            str(row["pii_flagged_documents"]),
+            str(row["eval_contamination_removed"]),
+            f"{passed}/{len(checks)} passed",
         )
     console.print(table)
     if audit["failed_checks"]:
@@ -133,7 +152,9 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fm", description="FM data platform: raw text -> training shards.")
-    parser.add_argument("--root", help="storage root (local folder or s3://bucket/prefix); default $FM_ROOT or ./fm_data")
+    parser.add_argument(
+        "--root", help="storage root (local folder or s3://bucket/prefix); default $FM_ROOT or ./fm_data"
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -155,7 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-release", action="store_true", help="skip assembling the dataset version")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("report", help="records in/out/rejected, reasons, tokens, cache hits per batch and stage")
+    p = sub.add_parser(
+        "report", help="records in/out/rejected, reasons, tokens, cache hits per batch and stage"
+    )
     p.add_argument("batches", nargs="*")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_report)

@@ -48,7 +48,11 @@ def _failure_message(result: Any) -> str:
 
 
 def run_batches(
-    settings: Settings, batches: list[str] | None = None, *, release: bool = True, console: Console | None = None
+    settings: Settings,
+    batches: list[str] | None = None,
+    *,
+    release: bool = True,
+    console: Console | None = None,
 ) -> dict[str, str]:
     """Materialize every stage for ``batches`` (default: all complete ones); returns {batch: error} for failures."""
     from fm_assets.defs.build import build_definitions
@@ -71,7 +75,11 @@ def run_batches(
     job = defs.resolve_job_def("preprocess")
     failures: dict[str, str] = {}
     with Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
     ) as bar:
         task = bar.add_task("stages", total=len(wanted) * len(STAGE_NAMES))
 
@@ -85,7 +93,10 @@ def run_batches(
         try:
             for batch in wanted:
                 result = job.execute_in_process(
-                    partition_key=batch, instance=instance, raise_on_error=False, run_config=run_config(settings)
+                    partition_key=batch,
+                    instance=instance,
+                    raise_on_error=False,
+                    run_config=run_config(settings),
                 )
                 if not result.success:
                     failures[batch] = _failure_message(result)

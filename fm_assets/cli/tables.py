@@ -15,7 +15,18 @@ def print_summary(console: Console, store: ObjectStore, batches: list[str] | Non
     """The per-stage table of `fm run`, `fm report` and `fm demo`."""
     rows = build_report(store, batches)
     table = Table(title="per-stage summary")
-    for column in ("batch", "stage", "in", "out", "rejected", "top reject reasons", "tokens", "pack eff.", "cache", "wall s"):
+    for column in (
+        "batch",
+        "stage",
+        "in",
+        "out",
+        "rejected",
+        "top reject reasons",
+        "tokens",
+        "pack eff.",
+        "cache",
+        "wall s",
+    ):
         table.add_column(column, overflow="fold")
     for row in rows:
         reasons = sorted(row["rejects_by_reason"].items(), key=lambda kv: -kv[1])[:3]

@@ -5,7 +5,6 @@ copies) and ``card.json`` describes where the data came from. The version is a h
 manifests, so re-running with nothing new produces the same version.
 """
 
-
 import posixpath
 from dataclasses import replace
 from typing import Any
@@ -29,10 +28,16 @@ def assemble_release(store: ObjectStore, name: str) -> dict[str, Any]:
     manifests = []
     for batch in batches:
         success = read_success(store, "shard", batch)
-        manifests.append((batch, success, DatasetManifest.from_json(store.read_bytes(success.artifacts["manifest"]))))
+        manifests.append(
+            (batch, success, DatasetManifest.from_json(store.read_bytes(success.artifacts["manifest"])))
+        )
     first = manifests[0][2]
     for batch, _, manifest in manifests:
-        if (manifest.tokenizer_hash, manifest.vocab_size, manifest.seq_len) != (first.tokenizer_hash, first.vocab_size, first.seq_len):
+        if (manifest.tokenizer_hash, manifest.vocab_size, manifest.seq_len) != (
+            first.tokenizer_hash,
+            first.vocab_size,
+            first.seq_len,
+        ):
             raise ReleaseError(
                 f"batch {batch} was tokenized/packed differently (tokenizer {manifest.tokenizer_hash[:12]}, "
                 f"seq_len {manifest.seq_len}) than {manifests[0][0]}; re-run it with the current settings"
@@ -43,7 +48,9 @@ def assemble_release(store: ObjectStore, name: str) -> dict[str, Any]:
     for _, success, manifest in manifests:
         relative = posixpath.relpath(success.prefix, folder)
         shards.extend(
-            replace(entry, path=f"{relative}/{entry.path}", index_path=f"{relative}/{entry.resolved_index_path}")
+            replace(
+                entry, path=f"{relative}/{entry.path}", index_path=f"{relative}/{entry.resolved_index_path}"
+            )
             for entry in manifest.shards
         )
     release = replace(first, name=name, version=version, shards=shards, extra={"batches": batches})
@@ -72,5 +79,12 @@ def _sources(store: ObjectStore, batches: list[str]) -> list[dict[str, str]]:
     seen = []
     for batch in batches:
         manifest = read_batch_manifest(store, batch)
-        seen.append({"batch": batch, "source": manifest.source, "license": manifest.license, "namespace": manifest.namespace})
+        seen.append(
+            {
+                "batch": batch,
+                "source": manifest.source,
+                "license": manifest.license,
+                "namespace": manifest.namespace,
+            }
+        )
     return seen

@@ -42,5 +42,7 @@ def build_resources(settings: Settings) -> dict[str, Any]:
             s3_endpoint_url=settings.s3_endpoint_url,
             s3_region=settings.s3_region,
         ),
-        "lance": LanceResource(root=settings.root, s3_endpoint_url=settings.s3_endpoint_url, s3_region=settings.s3_region),
+        "lance": LanceResource(
+            root=settings.root, s3_endpoint_url=settings.s3_endpoint_url, s3_region=settings.s3_region
+        ),
     }

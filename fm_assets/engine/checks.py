@@ -62,7 +62,9 @@ def check_accounting(store: ObjectStore, success: StageSuccess, stage: Any) -> C
         continuous = counts.records_in == upstream.counts.rows_written
     passed = counts.balanced and rejects_kept == counts.records_rejected and continuous
     return CheckOutcome(
-        passed, meta, "records_in == records_out + records_rejected; every reject kept; nothing lost between stages"
+        passed,
+        meta,
+        "records_in == records_out + records_rejected; every reject kept; nothing lost between stages",
     )
 
 
@@ -75,12 +77,18 @@ def check_schema(store: ObjectStore, success: StageSuccess, stage: Any) -> Check
         if found != expected:
             wrong.append(rel)
     return CheckOutcome(
-        not wrong, {"expected_fingerprint": expected, "mismatched_parts": len(wrong)}, "output schema fingerprint"
+        not wrong,
+        {"expected_fingerprint": expected, "mismatched_parts": len(wrong)},
+        "output schema fingerprint",
     )
 
 
 COMMON_CHECKS = (
-    StageCheck("accounting", "records_in == records_out + records_rejected, rejects kept, continuity", check_accounting),
+    StageCheck(
+        "accounting",
+        "records_in == records_out + records_rejected, rejects kept, continuity",
+        check_accounting,
+    ),
     StageCheck("schema_fingerprint", "every output part has the stage's declared schema", check_schema),
 )
 
@@ -104,6 +112,7 @@ def evaluate_checks(stage: Any, store: ObjectStore, success: StageSuccess) -> di
     }
     if set(outcomes) - set(stored):
         store.write_json(
-            layout.check_outcomes(success.prefix), {name: asdict(outcome) for name, outcome in outcomes.items()}
+            layout.check_outcomes(success.prefix),
+            {name: asdict(outcome) for name, outcome in outcomes.items()},
         )
     return outcomes

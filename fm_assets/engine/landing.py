@@ -16,7 +16,9 @@ from typing import Any
 from fm_assets.engine.store import ObjectStore, sha256_file
 
 NAMESPACES = ("cloud", "on_device", "quarantine")
-SPDX_PATTERN = re.compile(r"^(LicenseRef-[A-Za-z0-9.\-]+|[A-Za-z0-9][A-Za-z0-9.\-+]*)( (AND|OR|WITH) [A-Za-z0-9.\-+]+)*$")
+SPDX_PATTERN = re.compile(
+    r"^(LicenseRef-[A-Za-z0-9.\-]+|[A-Za-z0-9][A-Za-z0-9.\-+]*)( (AND|OR|WITH) [A-Za-z0-9.\-+]+)*$"
+)
 BATCH_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
 
 
@@ -53,16 +55,22 @@ class BatchManifest:
 
     @property
     def data_version(self) -> str:
-        return hashlib.sha256(repr(sorted((f["path"], f["sha256"]) for f in self.files)).encode()).hexdigest()[:32]
+        return hashlib.sha256(
+            repr(sorted((f["path"], f["sha256"]) for f in self.files)).encode()
+        ).hexdigest()[:32]
 
 
 def validate_landing_args(source: str, license_id: str | None, namespace: str) -> None:
     if not source or not BATCH_ID_PATTERN.match(source):
         raise LandingError(f"--source {source!r} must be a short name of letters, digits, '_', '.', '-'")
     if not license_id:
-        raise LandingError("a batch needs a licence: pass --license with an SPDX identifier (e.g. CC-BY-SA-4.0, MIT)")
+        raise LandingError(
+            "a batch needs a licence: pass --license with an SPDX identifier (e.g. CC-BY-SA-4.0, MIT)"
+        )
     if not SPDX_PATTERN.match(license_id):
-        raise LandingError(f"--license {license_id!r} is not an SPDX identifier or expression (e.g. 'GPL-2.0-or-later')")
+        raise LandingError(
+            f"--license {license_id!r} is not an SPDX identifier or expression (e.g. 'GPL-2.0-or-later')"
+        )
     if namespace not in NAMESPACES:
         raise LandingError(f"--namespace {namespace!r} is unknown; choose one of {', '.join(NAMESPACES)}")
 
@@ -91,7 +99,9 @@ def land_batch(
     files = _source_files(Path(src))
     if not files:
         raise LandingError(f"{src} holds no files to land")
-    described = [{"path": rel, "sha256": sha256_file(path), "bytes": path.stat().st_size} for path, rel in files]
+    described = [
+        {"path": rel, "sha256": sha256_file(path), "bytes": path.stat().st_size} for path, rel in files
+    ]
     if batch_id is None:
         stamp = (now or dt.datetime.now(dt.timezone.utc)).strftime("%Y%m%dT%H%M%S%fZ")
         content = hashlib.sha256(repr([(f["path"], f["sha256"]) for f in described]).encode()).hexdigest()[:8]

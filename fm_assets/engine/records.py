@@ -47,7 +47,9 @@ class UnitMarker:
 
     @property
     def counts(self) -> Counts:
-        return Counts(self.records_in, self.records_out, self.records_rejected, self.rows_written, self.bytes_out)
+        return Counts(
+            self.records_in, self.records_out, self.records_rejected, self.rows_written, self.bytes_out
+        )
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -343,13 +343,13 @@ class StageRun:
     ) -> StageSuccess:
         totals = Counts()
         reasons: Counter[str] = Counter()
-        extra_totals: Counter[str] = Counter()
+        extra_totals: dict[str, int | float] = {}
         for marker in ordered:
             totals = totals + marker.counts
             reasons.update(marker.rejects_by_reason)
             for name, value in marker.extra.items():
                 if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    extra_totals[name] += value
+                    extra_totals[name] = extra_totals.get(name, 0) + value
         if not totals.balanced:
             raise StageContractError(f"{self.stage}[{self.batch}]: accounting mismatch {totals}")
         success = StageSuccess(

@@ -31,7 +31,9 @@ class StageInput:
     prefix: str
     data_version: str
     parts: tuple[str, ...]  # relative paths of part files, in unit order
-    artifacts: Mapping[str, Any] = field(default_factory=dict)  # what the upstream stage's complete() described
+    artifacts: Mapping[str, Any] = field(
+        default_factory=dict
+    )  # what the upstream stage's complete() described
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,9 @@ class StageContext:
     store: ObjectStore
     batch: str
     settings: PipelineSettings
-    resources: Mapping[str, Any] = field(default_factory=dict)  # engines and side-input registries (spark, ...)
+    resources: Mapping[str, Any] = field(
+        default_factory=dict
+    )  # engines and side-input registries (spark, ...)
     upstream: StageInput | None = None
     side: SideInputs = SideInputs()
     pipeline_version: str = ""  # one id for the code of every stage (recorded in shard manifests)
@@ -119,10 +123,19 @@ class UnitContext:
     def write(self, row: dict[str, Any]) -> None:
         self.writer.write(row)
 
-    def reject(self, record: dict[str, Any] | None, reason: str, details: Mapping[str, Any] | None = None, **raw: Any) -> None:
+    def reject(
+        self, record: dict[str, Any] | None, reason: str, details: Mapping[str, Any] | None = None, **raw: Any
+    ) -> None:
         """Keep a dropped record with its reason; ``raw`` overrides provenance for input that is not a record."""
         self.writer.reject(
-            reject_row(record, batch=self.batch, stage=self.stage.name, reason=reason, details=dict(details or {}), **raw)
+            reject_row(
+                record,
+                batch=self.batch,
+                stage=self.stage.name,
+                reason=reason,
+                details=dict(details or {}),
+                **raw,
+            )
         )
 
 
@@ -135,7 +148,9 @@ class Stage:
     description: ClassVar[str] = ""
     output_schema: ClassVar[pa.Schema] = DOC_SCHEMA
     checks: ClassVar[tuple[Any, ...]] = ()  # StageChecks besides accounting and schema
-    side_input_assets: ClassVar[tuple[str, ...]] = ()  # asset keys of the side inputs (tokenizer, blocklists, ...)
+    side_input_assets: ClassVar[
+        tuple[str, ...]
+    ] = ()  # asset keys of the side inputs (tokenizer, blocklists, ...)
     kind: ClassVar[str] = "python"
 
     def config(self, ctx: StageContext) -> dict[str, Any]:
@@ -164,7 +179,9 @@ class Stage:
     def process(self, unit: UnitContext) -> UnitResult:
         raise NotImplementedError
 
-    def complete(self, ctx: StageContext, prepared: Any, output_prefix: str, markers: list[UnitMarker]) -> dict[str, Any]:
+    def complete(
+        self, ctx: StageContext, prepared: Any, output_prefix: str, markers: list[UnitMarker]
+    ) -> dict[str, Any]:
         """Write partition-level artifacts after all units (before ``_SUCCESS.json``); returns their description."""
         return {}
 

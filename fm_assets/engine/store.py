@@ -69,7 +69,11 @@ class ObjectStore:
         base = self.uri(prefix)
         if not self.fs.exists(base):
             return []
-        found = self.fs.ls(base, detail=False, refresh=True) if not self.is_local else self.fs.ls(base, detail=False)
+        found = (
+            self.fs.ls(base, detail=False, refresh=True)
+            if not self.is_local
+            else self.fs.ls(base, detail=False)
+        )
         root = self.fs._strip_protocol(self.root)
         rels = []
         for entry in found:
@@ -135,7 +139,9 @@ class ObjectStore:
             remote = self.fs._strip_protocol(remote)
             target = local_dir / remote[len(base) :].lstrip("/")
             target.parent.mkdir(parents=True, exist_ok=True)
-            self.fs.get_file(remote if self.is_local else f"{self.root.split('://')[0]}://{remote}", str(target))
+            self.fs.get_file(
+                remote if self.is_local else f"{self.root.split('://')[0]}://{remote}", str(target)
+            )
         return local_dir
 
     def delete(self, rel: str) -> None:

@@ -18,7 +18,9 @@ PARQUET_ROWS_PER_GROUP = 4096
 class UnitWriter:
     """Writes a unit's kept rows (rolled into several parts past ``rows_per_file``) and its rejects."""
 
-    def __init__(self, staging: Path, unit_id: str, schema: pa.Schema, rows_per_file: int | None = None) -> None:
+    def __init__(
+        self, staging: Path, unit_id: str, schema: pa.Schema, rows_per_file: int | None = None
+    ) -> None:
         self.staging = staging
         self.unit_id = unit_id
         self.schema = schema
@@ -48,7 +50,9 @@ class UnitWriter:
         if self._writer is None:
             self._open_part()
         assert self._writer is not None
-        self._writer.write_table(pa.Table.from_pylist(self._pending, schema=self.schema), PARQUET_ROWS_PER_GROUP)
+        self._writer.write_table(
+            pa.Table.from_pylist(self._pending, schema=self.schema), PARQUET_ROWS_PER_GROUP
+        )
         self._rows_in_file += len(self._pending)
         self._pending = []
         if self.rows_per_file is not None and self._rows_in_file >= self.rows_per_file:

@@ -19,7 +19,9 @@ from fm_assets.engine.store import ObjectStore
 from fm_assets.stages.names import STAGE_NAMES
 
 
-def _stage_checks(store: ObjectStore, stage: str, batch: str) -> tuple[StageSuccess | None, dict[str, CheckOutcome]]:
+def _stage_checks(
+    store: ObjectStore, stage: str, batch: str
+) -> tuple[StageSuccess | None, dict[str, CheckOutcome]]:
     ref = read_ref(store, stage, batch)
     if ref is None:
         return None, {}
@@ -35,7 +37,9 @@ def build_audit(store: ObjectStore, dataset: str | None = None) -> dict[str, Any
         batches = [entry["batch"] for entry in release["batches"]]
 
     per_batch = []
-    licences: dict[str, dict[str, int]] = defaultdict(lambda: {"documents_landed": 0, "documents_in_shards": 0, "tokens": 0})
+    licences: dict[str, dict[str, int]] = defaultdict(
+        lambda: {"documents_landed": 0, "documents_in_shards": 0, "tokens": 0}
+    )
     failed_checks = []
     for batch in batches:
         manifest = read_batch_manifest(store, batch)
@@ -75,7 +79,9 @@ def build_audit(store: ObjectStore, dataset: str | None = None) -> dict[str, Any
                 "tokens_in_shards": tokens,
                 "pii_flagged_documents": pii.get("docs_flagged"),
                 "pii_by_kind": pii.get("by_kind"),
-                "eval_contamination_removed": decontam.get("rejects_by_reason", {}).get("eval_contamination", 0),
+                "eval_contamination_removed": decontam.get("rejects_by_reason", {}).get(
+                    "eval_contamination", 0
+                ),
                 "stages": stages,
             }
         )

@@ -30,7 +30,9 @@ def stage_report(store: ObjectStore, batch: str, stage: str) -> dict[str, Any] |
         "bytes_in": success.extra.get("bytes_in"),
         "bytes_out": counts.bytes_out,
         "tokens": success.extra.get("tokens"),
-        "packing_efficiency": success.artifacts.get("packing_efficiency") if stage in ("pack", "shard") else None,
+        "packing_efficiency": success.artifacts.get("packing_efficiency")
+        if stage in ("pack", "shard")
+        else None,
         "data_version": success.data_version,
         "key": success.key,
         "cache_hit": ref.last_cache_hit,

@@ -48,7 +48,9 @@ def _index_cached(path: str, mtime_ns: int, n: int) -> ContaminationIndex:
         try:
             texts.append(json.loads(line)["text"])
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise EvalRegistryError(f"{path}:{number}: expected a JSON object with a 'text' field ({exc})") from exc
+            raise EvalRegistryError(
+                f"{path}:{number}: expected a JSON object with a 'text' field ({exc})"
+            ) from exc
     if not texts:
         raise EvalRegistryError(f"{path} holds no eval texts")
     return ContaminationIndex.build(texts, n=n)

@@ -39,7 +39,10 @@ class BlocklistStage(SparkRemovalStage):
             {
                 doc_id: (reason, details_json(details))
                 for doc_id, reason, details in zip(
-                    table["doc_id"].to_pylist(), table["reason"].to_pylist(), table["details"].to_pylist(), strict=True
+                    table["doc_id"].to_pylist(),
+                    table["reason"].to_pylist(),
+                    table["details"].to_pylist(),
+                    strict=True,
                 )
             }
         )

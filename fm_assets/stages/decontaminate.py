@@ -75,7 +75,9 @@ class DecontaminateStage(RecordStage):
     upstream = "normalize"
     description = "Eval-set n-gram overlap removal."
     checks = (
-        StageCheck("no_eval_contamination", "kept documents do not overlap the eval sets", check_no_contamination),
+        StageCheck(
+            "no_eval_contamination", "kept documents do not overlap the eval sets", check_no_contamination
+        ),
     )
     side_input_assets = ("eval_registry",)
 
@@ -96,10 +98,14 @@ class DecontaminateStage(RecordStage):
         metrics["eval_scanned_docs"] = metrics.get("eval_scanned_docs", 0) + 1
         matches, fraction = index.check(record["text"])
         if matches >= ctx.settings.decontam_min_matches:
-            return Verdict.drop("eval_contamination", {"matching_ngrams": matches, "fraction": round(fraction, 6)})
+            return Verdict.drop(
+                "eval_contamination", {"matching_ngrams": matches, "fraction": round(fraction, 6)}
+            )
         return KEEP
 
-    def complete(self, ctx: StageContext, prepared: Any, output_prefix: str, markers: list[UnitMarker]) -> dict[str, Any]:
+    def complete(
+        self, ctx: StageContext, prepared: Any, output_prefix: str, markers: list[UnitMarker]
+    ) -> dict[str, Any]:
         if not ctx.settings.decontaminate:
             return {}
         registry: EvalRegistry = ctx.resource(EVAL_REGISTRY)

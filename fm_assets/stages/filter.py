@@ -35,7 +35,11 @@ class FilterStage(RecordStage):
     quality = QualityConfig()
     checks = (
         StageCheck(
-            "reject_rate", "share of documents the filters drop", check_filter_reject_rate, blocking=False, warn_only=True
+            "reject_rate",
+            "share of documents the filters drop",
+            check_filter_reject_rate,
+            blocking=False,
+            warn_only=True,
         ),
     )
 
@@ -48,14 +52,18 @@ class FilterStage(RecordStage):
 
     def judge(self, ctx: StageContext, record: dict[str, Any], metrics: dict[str, Any]) -> Verdict:
         lang, score = detect_language(record["text"])
-        verdict = language_verdict(lang, score, ctx.settings.allowed_languages, ctx.settings.min_language_score)
+        verdict = language_verdict(
+            lang, score, ctx.settings.allowed_languages, ctx.settings.min_language_score
+        )
         if not verdict.keep:
             return verdict
         result = evaluate_quality(record["text"], lang, self.quality)
         verdict = result.verdict(lang)
         if not verdict.keep:
             return verdict
-        return Verdict.kept({**record, "lang": lang, "lang_score": float(score), "quality_score": float(result.score)})
+        return Verdict.kept(
+            {**record, "lang": lang, "lang_score": float(score), "quality_score": float(result.score)}
+        )
 
 
 STAGE = FilterStage()

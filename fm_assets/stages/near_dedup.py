@@ -58,8 +58,10 @@ class NearDedupStage(SparkRemovalStage):
                 else:
                     prior_paths.append(str(store.get_dir(rel, staging / f"prior-{prior.batch}")))
             out_index = staging / BAND_INDEX
-            spark = ctx.resource("spark").session()
-            outcome = run_near_dedup(spark, local_parts, prior_paths, str(out_index), self.dedup_config(ctx))
+            spark_session = ctx.resource("spark").session  # called only if the Spark engine runs
+            outcome = run_near_dedup(
+                spark_session, local_parts, prior_paths, str(out_index), self.dedup_config(ctx)
+            )
             store.put_dir(out_index, layout.in_output(output_prefix, BAND_INDEX), last=layout.SUCCESS)
         removed = {}
         for row in outcome.removed.to_pylist():

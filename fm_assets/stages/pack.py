@@ -46,7 +46,9 @@ class PackStage(Stage):
     name = "pack"
     code_version = "pack-v3"
     upstream = "tokenize"
-    description = "Best-fit-decreasing packing into rows of seq_len tokens; only documents longer than T split."
+    description = (
+        "Best-fit-decreasing packing into rows of seq_len tokens; only documents longer than T split."
+    )
     output_schema = PACKED_SCHEMA
     checks = (StageCheck("packing_efficiency", "packing-efficiency floor", check_packing_efficiency),)
 
@@ -64,7 +66,9 @@ class PackStage(Stage):
         budget = 0
         for part in ctx.upstream_input.parts:
             with ctx.store.open(part) as handle:
-                tokens = int(pa.compute.sum(pq.read_table(handle, columns=["n_tokens"])["n_tokens"]).as_py() or 0)
+                tokens = int(
+                    pa.compute.sum(pq.read_table(handle, columns=["n_tokens"])["n_tokens"]).as_py() or 0
+                )
             # close the unit before it would pass the budget: a unit holds at most the budget or one part
             if group and budget + tokens > ctx.settings.pack_tokens_per_unit:
                 units.append(WorkUnit(f"g{len(units):05d}", tuple(group)))
@@ -99,7 +103,9 @@ class PackStage(Stage):
                 [doc_ids[p.doc] if p.start == 0 else f"{doc_ids[p.doc]}@{p.start}" for p in pieces]
             )
             row_lens.append(sum(p.length for p in pieces))
-            chunks.extend(values[offsets[p.doc] + p.start : offsets[p.doc] + p.start + p.length] for p in pieces)
+            chunks.extend(
+                values[offsets[p.doc] + p.start : offsets[p.doc] + p.start + p.length] for p in pieces
+            )
         row_offsets = np.zeros(len(bins) + 1, dtype=np.int64)
         np.cumsum(row_lens, out=row_offsets[1:])
         packed = pa.table(
@@ -117,10 +123,17 @@ class PackStage(Stage):
         return UnitResult(
             records_in=docs,
             records_out=docs,
-            extra={"tokens": tokens, "rows": len(bins), "capacity": len(bins) * capacity, "split_docs": sum(1 for n in lengths if n > capacity)},
+            extra={
+                "tokens": tokens,
+                "rows": len(bins),
+                "capacity": len(bins) * capacity,
+                "split_docs": sum(1 for n in lengths if n > capacity),
+            },
         )
 
-    def complete(self, ctx: StageContext, prepared: Any, output_prefix: str, markers: list[UnitMarker]) -> dict[str, Any]:
+    def complete(
+        self, ctx: StageContext, prepared: Any, output_prefix: str, markers: list[UnitMarker]
+    ) -> dict[str, Any]:
         tokens = sum(m.extra["tokens"] for m in markers)
         capacity = sum(m.extra["capacity"] for m in markers)
         return {

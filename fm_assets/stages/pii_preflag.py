@@ -28,7 +28,12 @@ def check_pii_prevalence(store, success: StageSuccess, stage: Any) -> CheckOutco
     }
     return CheckOutcome(
         fraction <= MAX_PII_DOC_FRACTION,
-        {"docs_checked": checked, "docs_flagged": flagged, "flagged_fraction": round(fraction, 5), "by_kind": kinds},
+        {
+            "docs_checked": checked,
+            "docs_flagged": flagged,
+            "flagged_fraction": round(fraction, 5),
+            "by_kind": kinds,
+        },
         f"at most {MAX_PII_DOC_FRACTION:.0%} of documents carry PII",
     )
 
@@ -39,7 +44,13 @@ class PiiPreflagStage(RecordStage):
     upstream = "validate"
     description = "PII pre-flag (emails, phones, IPs, cards, IBANs, SSNs) and namespace quarantine."
     checks = (
-        StageCheck("pii_prevalence", "share of documents with PII", check_pii_prevalence, blocking=False, warn_only=True),
+        StageCheck(
+            "pii_prevalence",
+            "share of documents with PII",
+            check_pii_prevalence,
+            blocking=False,
+            warn_only=True,
+        ),
     )
 
     def config(self, ctx: StageContext) -> dict[str, Any]:

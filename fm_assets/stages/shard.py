@@ -37,7 +37,12 @@ def check_shard_integrity(store, success: StageSuccess, stage: Any) -> CheckOutc
     rows_out = success.counts.records_out
     return CheckOutcome(
         not bad and manifest.rows == rows_out,
-        {"shards": len(manifest.shards), "bad_shards": bad, "manifest_rows": manifest.rows, "rows_out": rows_out},
+        {
+            "shards": len(manifest.shards),
+            "bad_shards": bad,
+            "manifest_rows": manifest.rows,
+            "rows_out": rows_out,
+        },
         "shard files match their manifest sha256 and every packed row is in a shard",
     )
 
@@ -48,7 +53,9 @@ class ShardStage(Stage):
     upstream = "pack"
     description = "WebDataset shards (fm_loader format) and the partition's dataset manifest."
     output_schema = SHARD_ROWS_SCHEMA
-    checks = (StageCheck("shard_integrity", "shards match manifest sha256; rows complete", check_shard_integrity),)
+    checks = (
+        StageCheck("shard_integrity", "shards match manifest sha256; rows complete", check_shard_integrity),
+    )
 
     def config(self, ctx: StageContext) -> dict[str, Any]:
         return {"rows_per_shard": ctx.settings.rows_per_shard}
@@ -69,7 +76,10 @@ class ShardStage(Stage):
             name = f"shard-{unit.unit.unit_id}-{shard_no:04d}"
             rows = range(first, min(first + per_shard, len(row_ids)))
             packed = (
-                PackedRow(tokens=values[offsets[r] : offsets[r + 1]], doc_lens=doc_lens[r], doc_ids=doc_ids[r]) for r in rows
+                PackedRow(
+                    tokens=values[offsets[r] : offsets[r + 1]], doc_lens=doc_lens[r], doc_ids=doc_ids[r]
+                )
+                for r in rows
             )
             encoded = encode_shard(packed, name, seq_len, vocab_size)
             for file_name, data in sorted(encoded.files.items()):
@@ -89,10 +99,16 @@ class ShardStage(Stage):
             )
         return UnitResult(
             records_in=len(row_ids),
-            extra={"shards": len(shards), "tokens": int(offsets[-1]) if len(offsets) else 0, "shard_entries": shards},
+            extra={
+                "shards": len(shards),
+                "tokens": int(offsets[-1]) if len(offsets) else 0,
+                "shard_entries": shards,
+            },
         )
 
-    def complete(self, ctx: StageContext, prepared: Any, output_prefix: str, markers: list[UnitMarker]) -> dict[str, Any]:
+    def complete(
+        self, ctx: StageContext, prepared: Any, output_prefix: str, markers: list[UnitMarker]
+    ) -> dict[str, Any]:
         artifacts = ctx.upstream_input.artifacts
         entries = [ShardEntry(**entry) for m in markers for entry in m.extra["shard_entries"]]
         manifest = DatasetManifest(

@@ -61,22 +61,33 @@ PIPELINE_FILES = sources("fm_assets") + sources("fm_resources")
 @pytest.mark.parametrize("path", PIPELINE_FILES, ids=lambda p: str(p.relative_to(REPO)))
 def test_imports_point_down_only(path: Path) -> None:
     own = layer_of(module_name(path))
-    assert own is not None, f"{module_name(path)} belongs to no layer; add it to LAYERS and docs/architecture.md"
+    assert own is not None, (
+        f"{module_name(path)} belongs to no layer; add it to LAYERS and docs/architecture.md"
+    )
     for imported in imports_of(path):
         rank = layer_of(imported)
         if rank is not None:
-            assert rank <= own, f"{module_name(path)} (layer {own}) imports {imported} (layer {rank}): points up"
+            assert rank <= own, (
+                f"{module_name(path)} (layer {own}) imports {imported} (layer {rank}): points up"
+            )
         if own < layer_of(NO_DAGSTER_BELOW):  # type: ignore[operator]
-            assert imported.split(".")[0] not in HEAVY, f"{module_name(path)} imports {imported} below the Dagster layer"
+            assert imported.split(".")[0] not in HEAVY, (
+                f"{module_name(path)} imports {imported} below the Dagster layer"
+            )
 
 
 @pytest.mark.parametrize("path", sources("fm_loader"), ids=lambda p: str(p.relative_to(REPO)))
 def test_fm_loader_stands_alone(path: Path) -> None:
     for imported in imports_of(path):
         top = imported.split(".")[0]
-        assert top not in ("fm_assets", "fm_resources", "pyspark", "great_expectations", "pyiceberg", *HEAVY), (
-            f"{path.name} imports {imported}: fm_loader must install and import without the pipeline"
-        )
+        assert top not in (
+            "fm_assets",
+            "fm_resources",
+            "pyspark",
+            "great_expectations",
+            "pyiceberg",
+            *HEAVY,
+        ), f"{path.name} imports {imported}: fm_loader must install and import without the pipeline"
 
 
 def test_stage_modules_are_named_like_their_assets() -> None:

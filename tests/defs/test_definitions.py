@@ -39,7 +39,11 @@ def test_graph_shape_and_profiles():
         parents = {key.to_user_string() for key in graph.get(by_name[after]).parent_keys}
         assert parents - side_inputs == {before}
     # side inputs are upstream of exactly the stages whose keys they change
-    for stage, side_input in (("tokenize", "tokenizer"), ("blocklist", "blocklists"), ("decontaminate", "eval_registry")):
+    for stage, side_input in (
+        ("tokenize", "tokenizer"),
+        ("blocklist", "blocklists"),
+        ("decontaminate", "eval_registry"),
+    ):
         assert side_input in {key.to_user_string() for key in graph.get(by_name[stage]).parent_keys}
     prod = build_definitions(
         load_settings(profile="prod", root="s3://bucket/fm", iceberg_uri="postgresql+psycopg2://catalog/fm")
@@ -51,11 +55,7 @@ def test_code_location_and_gx_import_in_a_process_without_a_main_file(tmp_path):
     """Dagster's run and step workers import the code location with no ``__main__`` file. pyspark's Spark
     Connect module (reached through great-expectations) then called ``sys.exit(0)`` when its gRPC extras were
     missing, so every UI/sensor run died before its first step. Both imports must survive that state."""
-    code = (
-        "import fm_assets.definitions\n"
-        "import fm_assets.transforms.text.validate\n"
-        "print('IMPORTED OK')\n"
-    )
+    code = "import fm_assets.definitions\nimport fm_assets.transforms.text.validate\nprint('IMPORTED OK')\n"
     result = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,

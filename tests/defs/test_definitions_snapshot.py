@@ -32,8 +32,11 @@ def describe(settings_root: Path) -> dict[str, Any]:
             "checks": sorted(check.name for check in node.check_keys),
             "observable": node.is_observable,
         }
-    jobs = {job.name: sorted(k.to_user_string() for k in job.asset_layer.selected_asset_keys)
-            for job in defs.resolve_all_job_defs() if not job.name.startswith("__")}
+    jobs = {
+        job.name: sorted(k.to_user_string() for k in job.asset_layer.selected_asset_keys)
+        for job in defs.resolve_all_job_defs()
+        if not job.name.startswith("__")
+    }
     sensors = sorted(sensor.name for sensor in defs.sensors or [])
     return {"assets": assets, "jobs": jobs, "sensors": sensors}
 
@@ -43,4 +46,6 @@ def test_definitions_match_the_snapshot(tmp_path):
     if os.environ.get("FM_UPDATE_SNAPSHOT") == "1":
         SNAPSHOT.write_text(json.dumps(current, indent=2, sort_keys=True) + "\n")
     expected = json.loads(SNAPSHOT.read_text())
-    assert current == expected, "the asset graph changed; if intended, regenerate the snapshot (see module doc)"
+    assert current == expected, (
+        "the asset graph changed; if intended, regenerate the snapshot (see module doc)"
+    )

@@ -20,7 +20,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
 
 def _fm(env: dict[str, str], *args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "fm_assets.cli.main", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-m", "fm_assets.cli.main", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def _committed_units(root: Path, stage: str) -> int:
@@ -38,7 +43,9 @@ def test_kill_minus_nine_then_resume_is_byte_identical(fm_env, real_sample, tmp_
     env = {**os.environ, "FM_ROOT": str(fm_env), "FM_NEAR_DEDUP": "0"}
 
     store = ObjectStore(str(fm_env))
-    batch = land_batch(store, src, source="crashy", license_id="MIT", namespace="cloud", batch_id="b-crash").batch
+    batch = land_batch(
+        store, src, source="crashy", license_id="MIT", namespace="cloud", batch_id="b-crash"
+    ).batch
     proc = _fm(env, "run", batch)
     deadline = time.time() + 240
     while _committed_units(fm_env, "filter") < 1 and proc.poll() is None and time.time() < deadline:
@@ -60,7 +67,9 @@ def test_kill_minus_nine_then_resume_is_byte_identical(fm_env, real_sample, tmp_
     clean_root = tmp_path / "clean"
     clean_store = ObjectStore(str(clean_root))
     land_batch(clean_store, src, source="crashy", license_id="MIT", namespace="cloud", batch_id="b-crash")
-    clean = _fm({**env, "FM_ROOT": str(clean_root), "DAGSTER_HOME": str(tmp_path / "dagster_home")}, "run", batch)
+    clean = _fm(
+        {**env, "FM_ROOT": str(clean_root), "DAGSTER_HOME": str(tmp_path / "dagster_home")}, "run", batch
+    )
     _, err = clean.communicate(timeout=600)
     assert clean.returncode == 0, err.decode()[-3000:]
     assert _stage_versions(store, batch) == _stage_versions(clean_store, batch)

@@ -27,7 +27,11 @@ def land_sample(root: Path, sample: dict) -> list[str]:
     batches = []
     for package, info in sorted(sample["packages"].items()):
         manifest = land_batch(
-            store, Path(sample["dest"]) / package, source=package, license_id=info["license"], namespace="cloud"
+            store,
+            Path(sample["dest"]) / package,
+            source=package,
+            license_id=info["license"],
+            namespace="cloud",
         )
         batches.append(manifest.batch)
     return batches
@@ -69,7 +73,8 @@ def test_graph_end_to_end_skip_and_code_version(fm_env, real_sample, monkeypatch
     release = store.read_json("datasets/fm-demo/LATEST.json")["version"]
     released = DatasetManifest.load(store.uri(f"datasets/fm-demo/{release}/manifest.json"))
     assert released.rows == sum(
-        DatasetManifest.load(store.uri(read_success(store, "shard", b).artifacts["manifest"])).rows for b in batches
+        DatasetManifest.load(store.uri(read_success(store, "shard", b).artifacts["manifest"])).rows
+        for b in batches
     )
 
     # the audit report is built from the stored check outcomes and the accounting
@@ -87,7 +92,10 @@ def test_graph_end_to_end_skip_and_code_version(fm_env, real_sample, monkeypatch
     instance = DagsterInstance.get()
     record = instance.get_latest_materialization_event(AssetKey("shard"))
     assert record is not None
-    assert record.asset_materialization.tags["dagster/data_version"] == first[(record.asset_materialization.partition, "shard")].data_version
+    assert (
+        record.asset_materialization.tags["dagster/data_version"]
+        == first[(record.asset_materialization.partition, "shard")].data_version
+    )
     checks = instance.event_log_storage.get_latest_asset_check_execution_by_key  # API presence
     assert checks is not None
 

@@ -14,7 +14,14 @@ UNITS = [WorkUnit(f"u{i}", (f"in-{i}",)) for i in range(4)]
 
 
 def make_run(store, **overrides):
-    kwargs = dict(stage="toy", batch="b1", code_version="v1", config={"k": 1}, input_versions={"up": "abc"}, progress=False)
+    kwargs = dict(
+        stage="toy",
+        batch="b1",
+        code_version="v1",
+        config={"k": 1},
+        input_versions={"up": "abc"},
+        progress=False,
+    )
     kwargs.update(overrides)
     return StageRun(store, **kwargs)
 

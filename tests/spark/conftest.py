@@ -39,7 +39,9 @@ def spark_cluster_master() -> Iterator[str]:
         FM_SPARK_WORKER_CORES="1",
         FM_SPARK_WORKER_MEMORY="1g",
     )
-    started = subprocess.run(["bash", str(SCRIPT), "start"], env=env, capture_output=True, text=True, timeout=300)
+    started = subprocess.run(
+        ["bash", str(SCRIPT), "start"], env=env, capture_output=True, text=True, timeout=300
+    )
     if started.returncode != 0:
         subprocess.run(["bash", str(SCRIPT), "stop"], env=env, timeout=120)
         pytest.fail(f"cluster did not start: {started.stderr}")

@@ -25,7 +25,12 @@ DOCS = [
 
 def test_blocklists_remove_with_reasons(spark, tmp_path):
     path = str(tmp_path / "docs.parquet")
-    pq.write_table(pa.table({k: [r[i] for r in DOCS] for i, k in enumerate(["doc_id", "url", "text", "source", "license"])}), path)
+    pq.write_table(
+        pa.table(
+            {k: [r[i] for r in DOCS] for i, k in enumerate(["doc_id", "url", "text", "source", "license"])}
+        ),
+        path,
+    )
     secret = hashlib.sha256(b"secret text").hexdigest()
     list_file = tmp_path / "lists.yaml"
     list_file.write_text(
@@ -48,6 +53,8 @@ def test_blocklists_remove_with_reasons(spark, tmp_path):
 def test_list_version_is_content_fingerprint(tmp_path):
     a = Blocklists(url_domains=("Example.com", "x.org"), revoked=(("s", "*"),))
     b = Blocklists(url_domains=("x.org", "example.com."), revoked=(("s", "*"),))
-    (tmp_path / "l.json").write_text(json.dumps({"url_domains": ["x.org", "example.com"], "revoked": [["s", "*"]]}))
+    (tmp_path / "l.json").write_text(
+        json.dumps({"url_domains": ["x.org", "example.com"], "revoked": [["s", "*"]]})
+    )
     assert a.fingerprint() == b.fingerprint() == Blocklists.load(str(tmp_path / "l.json")).fingerprint()
     assert a.fingerprint() != Blocklists(url_domains=("example.com",)).fingerprint()

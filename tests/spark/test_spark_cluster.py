@@ -15,7 +15,13 @@ def test_cluster_matches_local(spark_cluster_master, tmp_path):
     corpus = planted_corpus(15, seed=7)
     docs = corpus.write(str(tmp_path / "docs.parquet"))
     config = NearDedupConfig()
-    local = run_near_dedup(get_or_create_session(master="local[2]", shuffle_partitions=4), [docs], [], str(tmp_path / "local"), config)
+    local = run_near_dedup(
+        get_or_create_session(master="local[2]", shuffle_partitions=4),
+        [docs],
+        [],
+        str(tmp_path / "local"),
+        config,
+    )
     cluster_session = get_or_create_session(
         master=spark_cluster_master,
         shuffle_partitions=4,

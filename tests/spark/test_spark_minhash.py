@@ -59,11 +59,21 @@ def test_signatures_much_faster_than_datasketch():
 
 def test_bad_input_is_handled():
     hasher = MinHasher()
-    texts = ["", None, "word", "   ", "Hello   world,\n this is\ta test of spacing here",
-             "hello world this is a test of spacing here", "東京は日本の首都であり大きな都市です", "東京は日本の首都であり大きな町です",
-             "北京是中国的首都也是一个古老的城市"]
+    texts = [
+        "",
+        None,
+        "word",
+        "   ",
+        "Hello   world,\n this is\ta test of spacing here",
+        "hello world this is a test of spacing here",
+        "東京は日本の首都であり大きな都市です",
+        "東京は日本の首都であり大きな町です",
+        "北京是中国的首都也是一个古老的城市",
+    ]
     sigs = hasher.signatures(texts)
-    assert (sigs[0] == EMPTY_VALUE).all() and (sigs[1] == EMPTY_VALUE).all() and (sigs[3] == EMPTY_VALUE).all()
+    assert (
+        (sigs[0] == EMPTY_VALUE).all() and (sigs[1] == EMPTY_VALUE).all() and (sigs[3] == EMPTY_VALUE).all()
+    )
     assert not (sigs[2] == EMPTY_VALUE).all()  # one word: a single shingle
     assert (sigs[4] == sigs[5]).all()  # whitespace and punctuation only
     assert estimate_jaccard(sigs[6], sigs[7]) > 0.3  # character n-grams for scripts without spaces

@@ -31,10 +31,12 @@ def _quality(corpus, removed: pa.Table, ids: set[str] | None = None) -> dict[str
     found = sum(
         1
         for i, j in positives
-        if cluster.get(corpus.doc_ids[i]) is not None and cluster.get(corpus.doc_ids[i]) == cluster.get(corpus.doc_ids[j])
+        if cluster.get(corpus.doc_ids[i]) is not None
+        and cluster.get(corpus.doc_ids[i]) == cluster.get(corpus.doc_ids[j])
     )
     sims = [
-        jaccard(corpus.texts[index[r["doc_id"]]], corpus.texts[index[r["survivor_id"]]]) for r in removed.to_pylist()
+        jaccard(corpus.texts[index[r["doc_id"]]], corpus.texts[index[r["survivor_id"]]])
+        for r in removed.to_pylist()
     ]
     return {
         "recall": found / len(positives),
@@ -91,7 +93,9 @@ def test_cross_batch_dedup_against_prior_index(spark, corpus, tmp_path):
     assert q["recall"] >= 0.95, q
     assert q["min_removed_similarity"] >= THRESHOLD - 0.1, q
     assert out.stats["removed_against_prior"] > 100
-    prior_survivors = out.removed.filter(pa.compute.field("survivor_is_prior")).column("survivor_id").to_pylist()
+    prior_survivors = (
+        out.removed.filter(pa.compute.field("survivor_is_prior")).column("survivor_id").to_pylist()
+    )
     assert all(s.startswith("b") for s in prior_survivors)
     again = run_near_dedup(spark, [batch2], [str(tmp_path / "idx1")], str(tmp_path / "idx2-again"), config)
     assert again.removed.equals(out.removed)
@@ -102,14 +106,37 @@ def test_bad_input_documents(spark, tmp_path):
     text = base_documents(1)[0]
     rows = {
         "doc_id": ["empty", "blank", "one", "one-again", "cjk-a", "cjk-b", "ws-a", "ws-b", "huge", "plain"],
-        "text": ["", "  \n\t ", "word", "word", "東京は日本の首都であり大きな都市です。人口も多い。",
-                 "東京は日本の首都であり大きな都市です。人口も多い", text, "\n\n".join(text.split()),
-                 " ".join(base_documents(5)) * 200, "something else entirely different here and now"],
+        "text": [
+            "",
+            "  \n\t ",
+            "word",
+            "word",
+            "東京は日本の首都であり大きな都市です。人口も多い。",
+            "東京は日本の首都であり大きな都市です。人口も多い",
+            text,
+            "\n\n".join(text.split()),
+            " ".join(base_documents(5)) * 200,
+            "something else entirely different here and now",
+        ],
         "quality_score": [None] * 10,
     }
     path = str(tmp_path / "bad.parquet")
-    pq.write_table(pa.table(rows, schema=pa.schema([("doc_id", pa.string()), ("text", pa.large_string()), ("quality_score", pa.float32())])), path)
+    pq.write_table(
+        pa.table(
+            rows,
+            schema=pa.schema(
+                [("doc_id", pa.string()), ("text", pa.large_string()), ("quality_score", pa.float32())]
+            ),
+        ),
+        path,
+    )
     out = run_near_dedup(spark, [path], [], str(tmp_path / "idx"), NearDedupConfig())
-    removed = dict(zip(out.removed.column("doc_id").to_pylist(), out.removed.column("survivor_id").to_pylist(), strict=True))
+    removed = dict(
+        zip(
+            out.removed.column("doc_id").to_pylist(),
+            out.removed.column("survivor_id").to_pylist(),
+            strict=True,
+        )
+    )
     assert removed == {"one-again": "one", "cjk-b": "cjk-a", "ws-b": "ws-a"}
     assert out.stats["empty_docs"] == 2 and out.stats["docs"] == 10

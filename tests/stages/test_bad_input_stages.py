@@ -34,7 +34,9 @@ def make_corpus(folder):
     full = gzip.compress(("\n".join(good * 200) + "\n").encode())
     (folder / "truncated.jsonl.gz").write_bytes(full[: len(full) // 2])
     (folder / "empty.jsonl").write_bytes(b"")
-    (folder / "page.html").write_text("<html><body><script>x()</script><p>Real paragraph text.</p></body></html>")
+    (folder / "page.html").write_text(
+        "<html><body><script>x()</script><p>Real paragraph text.</p></body></html>"
+    )
     (folder / "notes.bin").write_bytes(b"\x00\x01\x02")
 
 
@@ -46,11 +48,20 @@ def test_bad_input_is_quarantined_with_reasons(tmp_path):
     land = run_stage(LAND, StageContext(store, batch, settings))
     write_ref(store, "land", batch, land.success, cache_hit=False, wall_seconds=0)
     reasons = land.success.rejects_by_reason
-    for expected in ("malformed_json", "wrong_schema", "missing_text", "invalid_utf8", "truncated_archive", "empty_file"):
+    for expected in (
+        "malformed_json",
+        "wrong_schema",
+        "missing_text",
+        "invalid_utf8",
+        "truncated_archive",
+        "empty_file",
+    ):
         assert reasons.get(expected, 0) >= 1, (expected, reasons)
     counts = land.success.counts.to_json()
     assert counts["records_in"] == counts["records_out"] + counts["records_rejected"]
-    assert counts["records_out"] >= 5 + 1 + 1  # good file, the fine record, the html page (+ what precedes truncation)
+    assert (
+        counts["records_out"] >= 5 + 1 + 1
+    )  # good file, the fine record, the html page (+ what precedes truncation)
 
     validate = run_stage(VALIDATE, StageContext(store, batch, settings))
     assert validate.success.counts.records_in == counts["records_out"]
@@ -73,8 +84,15 @@ def test_hand_made_batch_without_licence_is_rejected_per_record(tmp_path):
     store.write_bytes("landing/manual/files/a.jsonl", payload)
     store.write_json(
         "landing/manual/_batch.json",
-        {"batch": "manual", "source": "s", "license": "", "namespace": "cloud",
-         "files": [{"path": "a.jsonl", "sha256": hashlib.sha256(payload).hexdigest(), "bytes": len(payload)}]},
+        {
+            "batch": "manual",
+            "source": "s",
+            "license": "",
+            "namespace": "cloud",
+            "files": [
+                {"path": "a.jsonl", "sha256": hashlib.sha256(payload).hexdigest(), "bytes": len(payload)}
+            ],
+        },
     )
     settings = PipelineConfigResource(progress=False)
     land = run_stage(LAND, StageContext(store, "manual", settings))

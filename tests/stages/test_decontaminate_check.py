@@ -24,7 +24,10 @@ def doc(i: int, text: str) -> dict:
 def output_with(store: ObjectStore, texts: list[str], scanned: int | None = None) -> StageSuccess:
     rel = "stages/decontaminate/b/k/part-u0.parquet"
     store.local_path(rel).parent.mkdir(parents=True)
-    pq.write_table(pa.Table.from_pylist([doc(i, t) for i, t in enumerate(texts)], schema=DOC_SCHEMA), store.local_path(rel))
+    pq.write_table(
+        pa.Table.from_pylist([doc(i, t) for i, t in enumerate(texts)], schema=DOC_SCHEMA),
+        store.local_path(rel),
+    )
     n = len(texts)
     return StageSuccess(
         stage="decontaminate", batch="b", key="k", prefix="stages/decontaminate/b/k", code_version="v",

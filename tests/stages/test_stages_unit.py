@@ -90,7 +90,9 @@ def test_tokenizer_is_pinned_into_the_key_and_provenance_reaches_shards(
     batch = land_batch(
         store, write_jsonl(tmp_path / "a.jsonl", texts), source="a", license_id="MIT", namespace="cloud"
     ).batch
-    trained = run_chain(store, batch, settings, TokenizerSpec(), "shard")  # no tokenizer given: one is trained and pinned
+    trained = run_chain(
+        store, batch, settings, TokenizerSpec(), "shard"
+    )  # no tokenizer given: one is trained and pinned
     pinned = store.read_json("tokenizers/pinned.json")
     assert (
         pinned["origin"].startswith("trained:")

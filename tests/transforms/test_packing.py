@@ -9,7 +9,10 @@ from fm_assets.transforms.tokens.packing import best_fit_decreasing, pack_docume
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.integers(min_value=1, max_value=5000), min_size=1, max_size=300), st.sampled_from([64, 512, 2048]))
+@given(
+    st.lists(st.integers(min_value=1, max_value=5000), min_size=1, max_size=300),
+    st.sampled_from([64, 512, 2048]),
+)
 def test_every_token_packed_once_within_capacity(lengths, capacity):
     pieces = split_documents(lengths, capacity)
     bins = best_fit_decreasing(pieces, capacity)
@@ -41,7 +44,10 @@ def test_deterministic_for_equal_lengths():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.integers(min_value=1, max_value=9000), min_size=1, max_size=300), st.sampled_from([64, 512, 2048]))
+@given(
+    st.lists(st.integers(min_value=1, max_value=9000), min_size=1, max_size=300),
+    st.sampled_from([64, 512, 2048]),
+)
 def test_pack_documents_places_every_token_once_and_splits_only_long_docs(lengths, capacity):
     rows = pack_documents(lengths, capacity)
     assert all(0 < sum(p.length for p in row) <= capacity for row in rows)

@@ -52,7 +52,9 @@ def view_state(root: Path) -> ViewState:
     store = ObjectStore(str(root))
     table = IcebergCatalogResource(root=str(root)).catalog().load_table(CURATED_TABLE)
     snapshot = table.current_snapshot()
-    counts = table.scan(selected_fields=("batch",)).to_arrow().group_by("batch").aggregate([("batch", "count")])
+    counts = (
+        table.scan(selected_fields=("batch",)).to_arrow().group_by("batch").aggregate([("batch", "count")])
+    )
     dataset = lance.dataset(LanceResource(root=str(root)).documents())
     return ViewState(
         snapshot_id=snapshot.snapshot_id if snapshot else None,
@@ -72,16 +74,24 @@ def view_state(root: Path) -> ViewState:
 
 def _land(store: ObjectStore, sample: dict[str, Any], package: str) -> str:
     info = sample["packages"][package]
-    return land_batch(store, Path(sample["dest"]) / package, source=package, license_id=info["license"], namespace="cloud").batch
+    return land_batch(
+        store, Path(sample["dest"]) / package, source=package, license_id=info["license"], namespace="cloud"
+    ).batch
 
 
-def _land_earlier_copy(store: ObjectStore, sample: dict[str, Any], package: str, folder: Path, lines: int) -> str:
+def _land_earlier_copy(
+    store: ObjectStore, sample: dict[str, Any], package: str, folder: Path, lines: int
+) -> str:
     """A batch dated before every other one that repeats ``package``'s first ``lines`` documents (new file bytes)."""
     first_file = sorted((Path(sample["dest"]) / package).glob("*.jsonl"))[0]
     folder.mkdir()
     (folder / "repeat.jsonl").write_text("".join(first_file.read_text().splitlines(keepends=True)[:lines]))
     return land_batch(
-        store, folder, source="mirror", license_id=sample["packages"][package]["license"], namespace="cloud",
+        store,
+        folder,
+        source="mirror",
+        license_id=sample["packages"][package]["license"],
+        namespace="cloud",
         now=dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc),
     ).batch
 
@@ -118,8 +128,14 @@ def views_run(tmp_path_factory, real_sample, tokenizer_file) -> ViewsRun:
         states["first"] = view_state(root)
 
         # the release job again with nothing new upstream
-        result = build_definitions().resolve_job_def("release").execute_in_process(
-            instance=dagster_instance(load_settings()), raise_on_error=False, run_config=run_config(load_settings())
+        result = (
+            build_definitions()
+            .resolve_job_def("release")
+            .execute_in_process(
+                instance=dagster_instance(load_settings()),
+                raise_on_error=False,
+                run_config=run_config(load_settings()),
+            )
         )
         assert result.success
         states["rerun"] = view_state(root)

@@ -27,7 +27,10 @@ def executed_summary(root: Path) -> dict:
     os.environ.update(env)
     try:
         nbclient.NotebookClient(
-            notebook, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOK.parent)}}
+            notebook,
+            timeout=120,
+            kernel_name="python3",
+            resources={"metadata": {"path": str(NOTEBOOK.parent)}},
         ).execute()
     finally:
         for key, value in saved.items():

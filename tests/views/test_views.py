@@ -73,9 +73,18 @@ def test_changed_batch_is_replaced_not_duplicated(views_run):
 def test_table_content_matches_decontaminate_parts(views_run):
     table = IcebergCatalogResource(root=str(views_run.root)).catalog().load_table(CURATED_TABLE)
     for batch in (views_run.batch_a, views_run.batch_b, views_run.batch_early):
-        stored = table.scan(row_filter=EqualTo("batch", batch), selected_fields=("doc_id", "text", "n_chars")).to_arrow()
-        parts = [pq.read_table(views_run.store.local_path(p)) for p in read_success(views_run.store, "decontaminate", batch).parts]
-        source = {doc: text for part in parts for doc, text in zip(part["doc_id"].to_pylist(), part["text"].to_pylist(), strict=True)}
+        stored = table.scan(
+            row_filter=EqualTo("batch", batch), selected_fields=("doc_id", "text", "n_chars")
+        ).to_arrow()
+        parts = [
+            pq.read_table(views_run.store.local_path(p))
+            for p in read_success(views_run.store, "decontaminate", batch).parts
+        ]
+        source = {
+            doc: text
+            for part in parts
+            for doc, text in zip(part["doc_id"].to_pylist(), part["text"].to_pylist(), strict=True)
+        }
         assert dict(zip(stored["doc_id"].to_pylist(), stored["text"].to_pylist(), strict=True)) == source
         assert stored["n_chars"].to_pylist() == pc.utf8_length(stored["text"]).to_pylist()
 
@@ -100,7 +109,10 @@ def test_dagster_records_snapshot_and_passing_row_check(views_run, monkeypatch):
     assert metadata["snapshot_id"].value == views_run.states["batch_a_changed"].snapshot_id
     assert metadata["rows"].value == views_run.states["batch_a_changed"].rows
     lance_event = instance.get_latest_materialization_event(AssetKey("documents_lance"))
-    assert lance_event.asset_materialization.metadata["lance_version"].value == views_run.states["batch_a_changed"].lance_version
+    assert (
+        lance_event.asset_materialization.metadata["lance_version"].value
+        == views_run.states["batch_a_changed"].lance_version
+    )
     check_key = AssetCheckKey(AssetKey("curated_documents"), "rows_match_decontaminate")
     record = instance.event_log_storage.get_latest_asset_check_execution_by_key([check_key])[check_key]
     evaluation = record.event.dagster_event.event_specific_data

@@ -40,15 +40,25 @@ def _frame(spark: SparkSession, rows: list[tuple], schema: T.StructType) -> Data
 def _domain_matches(docs: DataFrame, domains: DataFrame) -> DataFrame:
     host = F.lower(F.expr("try_parse_url(url, 'HOST')"))
     parts = F.split(F.regexp_replace(host, r"\.$", ""), r"\.")
-    suffixes = F.expr("transform(sequence(1, size(parts)), i -> array_join(slice(parts, i, size(parts)), '.'))")
-    with_host = docs.where(F.col("url").isNotNull()).select("doc_id", host.alias("host"), parts.alias("parts"))
+    suffixes = F.expr(
+        "transform(sequence(1, size(parts)), i -> array_join(slice(parts, i, size(parts)), '.'))"
+    )
+    with_host = docs.where(F.col("url").isNotNull()).select(
+        "doc_id", host.alias("host"), parts.alias("parts")
+    )
     exploded = with_host.where(F.col("host").isNotNull()).select(
         "doc_id", "host", F.explode(suffixes).alias("domain")
     )
     return (
         exploded.join(F.broadcast(domains), "domain")
         .groupBy("doc_id")
-        .agg(F.to_json(F.struct(F.first("host").alias("host"), F.sort_array(F.collect_set("domain")).alias("domains"))).alias("detail"))
+        .agg(
+            F.to_json(
+                F.struct(
+                    F.first("host").alias("host"), F.sort_array(F.collect_set("domain")).alias("domains")
+                )
+            ).alias("detail")
+        )
         .select("doc_id", F.lit("blocked_domain").alias("reason"), "detail")
     )
 
@@ -93,8 +103,12 @@ def blocklist_matches(spark: SparkSession, docs: DataFrame, lists: Blocklists) -
     """One row per removed doc: doc_id, reason, details (JSON with every match)."""
     lists = lists.normalised()
     string = T.StringType()
-    domains = _frame(spark, [(d,) for d in lists.url_domains], T.StructType([T.StructField("domain", string)]))
-    hashes = _frame(spark, [(h,) for h in lists.doc_hashes], T.StructType([T.StructField("doc_hash", string)]))
+    domains = _frame(
+        spark, [(d,) for d in lists.url_domains], T.StructType([T.StructField("domain", string)])
+    )
+    hashes = _frame(
+        spark, [(h,) for h in lists.doc_hashes], T.StructType([T.StructField("doc_hash", string)])
+    )
     revoked = _frame(
         spark, list(lists.revoked), T.StructType([T.StructField("s", string), T.StructField("l", string)])
     )
@@ -106,7 +120,9 @@ def blocklist_matches(spark: SparkSession, docs: DataFrame, lists: Blocklists) -
     if lists.doc_hashes:
         parts.append(_hash_matches(docs, hashes))
     if not parts:
-        return _frame(spark, [], T.StructType([T.StructField(n, string) for n in ("doc_id", "reason", "details")]))
+        return _frame(
+            spark, [], T.StructType([T.StructField(n, string) for n in ("doc_id", "reason", "details")])
+        )
     matches = parts[0]
     for extra in parts[1:]:
         matches = matches.unionByName(extra)
@@ -120,7 +136,10 @@ def blocklist_matches(spark: SparkSession, docs: DataFrame, lists: Blocklists) -
             # reasons are fixed identifiers and details are JSON already: the object is assembled as text
             F.concat(
                 F.lit("{"),
-                F.concat_ws(",", F.transform("all", lambda e: F.concat(F.lit('"'), e["reason"], F.lit('":'), e["detail"]))),
+                F.concat_ws(
+                    ",",
+                    F.transform("all", lambda e: F.concat(F.lit('"'), e["reason"], F.lit('":'), e["detail"])),
+                ),
                 F.lit("}"),
             ).alias("details"),
         )

@@ -73,7 +73,11 @@ def _separated(lowered: pa.Array) -> pa.Array:
     translated = pa.Array.from_buffers(
         lowered.type,
         len(lowered),
-        [lowered.buffers()[0], pa.py_buffer((offsets - lo).astype(np.int64).tobytes()), pa.py_buffer(raw.translate(_ASCII_SEPARATORS))],
+        [
+            lowered.buffers()[0],
+            pa.py_buffer((offsets - lo).astype(np.int64).tobytes()),
+            pa.py_buffer(raw.translate(_ASCII_SEPARATORS)),
+        ],
     )
     if len(raw) == 0:
         return translated
@@ -106,7 +110,9 @@ def _token_hashes(tokens: pa.Array, seed: int) -> np.ndarray:
         return np.empty(0, dtype=_U64)
     encoded = pc.dictionary_encode(tokens)
     uniques = encoded.dictionary.to_pylist()
-    table = np.fromiter((xxhash.xxh3_64_intdigest(t.encode(), seed) for t in uniques), dtype=_U64, count=len(uniques))
+    table = np.fromiter(
+        (xxhash.xxh3_64_intdigest(t.encode(), seed) for t in uniques), dtype=_U64, count=len(uniques)
+    )
     return table[encoded.indices.to_numpy(zero_copy_only=False)]
 
 
@@ -249,7 +255,10 @@ def jaccard_of_sets(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def exact_jaccard_pairs(
-    texts_a: Sequence[str | None] | pa.Array, texts_b: Sequence[str | None] | pa.Array, ngram: int = 5, seed: int = 1
+    texts_a: Sequence[str | None] | pa.Array,
+    texts_b: Sequence[str | None] | pa.Array,
+    ngram: int = 5,
+    seed: int = 1,
 ) -> np.ndarray:
     """Exact Jaccard of the n-gram shingle sets of aligned text pairs (float64 per pair)."""
     sh_a = shingle_hashes(texts_a, ngram, seed)

@@ -67,7 +67,9 @@ def detect_languages(texts: Iterable[str], *, prefix_chars: int = PREFIX_CHARS) 
 def language_verdict(lang: str, score: float, allowed: list[str], min_score: float) -> Verdict:
     """Keep a document whose language is allowed (empty list: all) with at least ``min_score`` confidence."""
     if allowed and lang not in allowed:
-        return Verdict.drop("language_not_allowed", {"lang": lang, "score": round(score, 4), "allowed": allowed})
+        return Verdict.drop(
+            "language_not_allowed", {"lang": lang, "score": round(score, 4), "allowed": allowed}
+        )
     if score < min_score:
         return Verdict.drop("language_low_confidence", {"lang": lang, "score": round(score, 4)})
     return KEEP

@@ -110,7 +110,9 @@ class QualityResult:
         if not self.failed:
             return KEEP
         rule, details = self.failed[0]
-        return Verdict.drop(f"quality:{rule}", {**details, "all_rules": [name for name, _ in self.failed], "lang": lang})
+        return Verdict.drop(
+            f"quality:{rule}", {**details, "all_rules": [name for name, _ in self.failed], "lang": lang}
+        )
 
 
 def _is_unspaced(text: str, lang: str | None) -> bool:

@@ -1,7 +1,7 @@
 """The fastest encoder that gives the pinned HF tokenizer's ids, chosen once per tokenizer.
 
 ``build_encoder(tokenizer)`` tries the compiled backends in ``PREFERENCE`` order (fastest first, from
-``bench/tokenize.py``) and takes the first that
+``bench/tokenizer_speed.py``) and takes the first that
 
 1. reproduces the tokenizer.json's structure (``tokenizer_json.byte_level_bpe``: a byte-level BPE without
    normalizer, dropout or whitespace-stripping added tokens, whose extra features the backend supports),
@@ -34,7 +34,7 @@ from fm_assets.transforms.tokens.tokenizer_json import UnsupportedTokenizer, byt
 log = logging.getLogger(__name__)
 
 HF = "hf"
-# Fastest first (bench/tokenize.py). fastokens before gigatoken: as fast within the noise, its cache is
+# Fastest first (bench/tokenizer_speed.py). fastokens before gigatoken: as fast within the noise, its cache is
 # bounded, it needs no other package and it runs any Split regex through a real regex engine.
 PREFERENCE: tuple[str, ...] = ("fastokens", "gigatoken", "tiktoken", HF)
 

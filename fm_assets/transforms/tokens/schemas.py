@@ -16,7 +16,11 @@ PROVENANCE_FIELDS = [
 ]
 
 TOKENS_SCHEMA = pa.schema(
-    [*PROVENANCE_FIELDS, pa.field("n_tokens", pa.int32(), nullable=False), pa.field("tokens", pa.large_list(pa.uint32()))]
+    [
+        *PROVENANCE_FIELDS,
+        pa.field("n_tokens", pa.int32(), nullable=False),
+        pa.field("tokens", pa.large_list(pa.uint32())),
+    ]
 )
 
 PACKED_SCHEMA = pa.schema(
@@ -25,7 +29,9 @@ PACKED_SCHEMA = pa.schema(
         pa.field("n_tokens", pa.int32(), nullable=False),
         pa.field("tokens", pa.large_list(pa.uint32())),
         pa.field("doc_lens", pa.list_(pa.int32())),
-        pa.field("doc_ids", pa.list_(pa.string())),  # "<cas16>:<record>" or "<cas16>:<record>@<token offset>" for pieces
+        pa.field(
+            "doc_ids", pa.list_(pa.string())
+        ),  # "<cas16>:<record>" or "<cas16>:<record>@<token offset>" for pieces
     ]
 )
 

@@ -19,7 +19,7 @@ thread so no pool spins. Each backend is timed ``--repeats`` times after a warm-
 are reported. Every pass runs on a freshly built encoder, as each partition does, so no pass
 reuses the word cache of the one before.
 
-Usage: python bench/tokenize.py [--data DIR] [--cache DIR] [--tokenizer FILE] [--max-mb 64] [--repeats 3]
+Usage: python bench/tokenizer_speed.py [--data DIR] [--cache DIR] [--tokenizer FILE] [--max-mb 64] [--repeats 3]
 """
 
 from __future__ import annotations
