@@ -1,16 +1,6 @@
 """Blocklist removals on Spark: URL domains, document hashes, and revoked (source, licence) pairs.
 
-List file format (YAML or JSON, chosen by extension; ``.yml``/``.yaml`` is YAML)::
-
-    version: "2024-06-01"            # optional label, informative only
-    url_domains: [example.com, bad.org]   # a domain blocks itself and every subdomain
-    doc_hashes: [<sha256 hex of the UTF-8 text>, ...]
-    revoked:                          # "*" matches any source / any licence
-      - {source: crawl-a, license: "*"}
-      - [forum-b, CC-BY-NC-4.0]
-
-A list's version is its :meth:`Blocklists.fingerprint` (a hash of the normalised content), so a new
-list version changes the stage key of exactly the stages that take it. One row per removed document;
+The lists and their file format are in ``lists.py``. One row per removed document;
 when several lists match, the reason is the first of ``revoked_license``, ``blocked_domain``,
 ``blocked_doc_hash`` and ``details`` names every match. All joins are equi-joins on Spark (domain
 suffixes of the URL host, text sha256, source/licence), with the lists broadcast.
