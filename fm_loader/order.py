@@ -198,9 +198,15 @@ class Interleave:
         self._cached: tuple[int, np.ndarray, np.ndarray] | None = None
 
     def _before_block(self, b: int) -> list[int]:
-        """Rows each source has given before block ``b`` (exact integer arithmetic)."""
-        done = b * self.block
-        return [min(c, done * c // self.total) for c in self.counts]
+        """Rows each source has given before block ``b`` (exact integer arithmetic).
+
+        Source ``i``'s row ``k`` sorts at key ``(k + 0.5) / counts[i]``; a block holds every row whose key lies
+        in ``[b * block / total, (b + 1) * block / total)``, so the concatenated blocks are the exact global merge
+        by key whatever the block size, and no source lags its share by more than one row in any prefix.
+        """
+        done = min(b * self.block, self.total)
+        # rows k with (k + 0.5) / c < done / total, i.e. k < (2 * done * c - total) / (2 * total)
+        return [min(c, max(0, -(-(2 * done * c - self.total) // (2 * self.total)))) for c in self.counts]
 
     def _block_start(self, b: int) -> int:
         return sum(self._before_block(b))
@@ -226,6 +232,8 @@ class Interleave:
                 sources.append(np.full(hi - lo, i, dtype=np.int64))
                 ks.append(k)
                 keys.append((k + 0.5) / self.counts[i])
+        if not sources:  # possible only when a block is smaller than the number of sources
+            sources, ks, keys = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0)]
         src, k_all, key = np.concatenate(sources), np.concatenate(ks), np.concatenate(keys)
         order = np.lexsort((src, key))
         self._cached = (b, src[order], k_all[order])

@@ -53,7 +53,10 @@ class GlobalStream:
     def fingerprint(self) -> str:
         """Identifies the stream (sources, counts, window size, seed); computed on first use (a pass over every
         shard of every source), which keeps it out of the loader's start."""
-        h = hashlib.sha256(f"stream/1|{self.seed}|{self._mixture.window_rows}|{self.counts}".encode())
+        # v2 changed how mixtures interleave (exact merge by key); a single source's order is the same as v1,
+        # so its runs keep resuming across the upgrade
+        version = 2 if len(self.counts) > 1 else 1
+        h = hashlib.sha256(f"stream/{version}|{self.seed}|{self._mixture.window_rows}|{self.counts}".encode())
         for src in self._mixture.sources:
             h.update(src.fingerprint.encode())
         return h.hexdigest()[:16]

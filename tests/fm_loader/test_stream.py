@@ -7,7 +7,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from loader_helpers import collect, make_dataset
 
@@ -130,16 +130,24 @@ def test_hierarchical_shuffle_keeps_rows_inside_windows():
 
 @SETTINGS
 @given(counts=st.lists(st.integers(1, 3000), min_size=2, max_size=5), window=st.integers(200, 2000))
+@example(counts=[1, 1, 1, 1, 797], window=200)  # tiny sources once lagged a whole block behind their share
 def test_mixture_shares_hold_in_every_window(counts, window):
     inter = Interleave(counts, block=256)
+    # blocks only bound memory: any block size gives the same global merge
+    assert np.array_equal(
+        inter.items(0, inter.total)[0], Interleave(counts, block=7).items(0, inter.total)[0]
+    )
     src, k = inter.items(0, inter.total)
     for i, c in enumerate(counts):
         assert np.array_equal(k[src == i], np.arange(c))  # each source's rows appear in order, all of them
     total = inter.total
+    # each prefix's share error is at most 0.5 * max(1, n - 1) rows (rows tied on key across n sources), so a
+    # window, the difference of two prefixes, is off by at most max(1, n - 1) whatever its size
+    bound = max(1, len(counts) - 1) + 1e-9
     for start in range(0, total - window + 1, max(1, window // 2)):
         got = Counter(src[start : start + window].tolist())
         for i, c in enumerate(counts):
-            assert abs(got.get(i, 0) - window * c / total) <= 3, (i, start)
+            assert abs(got.get(i, 0) - window * c / total) <= bound, (i, start)
     # Seeking to any position gives the same continuation.
     for start in (0, 1, total // 3, total - 1):
         s2, k2 = inter.items(start, 300)

@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.cluster, pytest.mark.slow]
 def test_cluster_matches_local(spark_cluster_master, tmp_path):
     corpus = planted_corpus(15, seed=7)
     docs = corpus.write(str(tmp_path / "docs.parquet"))
-    config = NearDedupConfig()
+    config = NearDedupConfig(local_max_docs=0)  # force the Spark engine: the point of this test
     local = run_near_dedup(
         get_or_create_session(master="local[2]", shuffle_partitions=4),
         [docs],

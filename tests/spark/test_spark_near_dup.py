@@ -61,7 +61,7 @@ def corpus():
 
 def test_quality_against_exact_jaccard_and_reruns(spark, corpus, tmp_path):
     docs = corpus.write(str(tmp_path / "docs.parquet"))
-    config = NearDedupConfig(threshold=THRESHOLD)
+    config = NearDedupConfig(threshold=THRESHOLD, local_max_docs=0)
     first = run_near_dedup(spark, [docs], [], str(tmp_path / "index-a"), config)
     q = _quality(corpus, first.removed)
     assert q["positives"] > 200
@@ -85,7 +85,7 @@ def test_cross_batch_dedup_against_prior_index(spark, corpus, tmp_path):
     second_rows = [i for i in range(len(corpus.doc_ids)) if i not in set(first_rows)]
     batch1 = corpus.write(str(tmp_path / "b1.parquet"), first_rows)
     batch2 = corpus.write(str(tmp_path / "b2.parquet"), second_rows)
-    config = NearDedupConfig(threshold=THRESHOLD)
+    config = NearDedupConfig(threshold=THRESHOLD, local_max_docs=0)
     run_near_dedup(spark, [batch1], [], str(tmp_path / "idx1"), config)
     out = run_near_dedup(spark, [batch2], [str(tmp_path / "idx1")], str(tmp_path / "idx2"), config)
     second_ids = {corpus.doc_ids[i] for i in second_rows}
@@ -130,7 +130,7 @@ def test_bad_input_documents(spark, tmp_path):
         ),
         path,
     )
-    out = run_near_dedup(spark, [path], [], str(tmp_path / "idx"), NearDedupConfig())
+    out = run_near_dedup(spark, [path], [], str(tmp_path / "idx"), NearDedupConfig(local_max_docs=0))
     removed = dict(
         zip(
             out.removed.column("doc_id").to_pylist(),
