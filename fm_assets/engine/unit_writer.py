@@ -1,4 +1,8 @@
-"""Streams one unit's output rows and rejects into local Parquet files (bounded memory)."""
+"""Streams one unit's output rows and rejects into local Parquet files (bounded memory), plus any other
+files the unit writes (``add_file``), so every file a unit commits is hashed into its marker.
+
+Parquet is written with page checksums (CRC32 per data page) so a reader detects a damaged page even
+without the marker's sha256."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from fm_assets.engine import layout
 from fm_assets.engine.schemas import REJECT_SCHEMA
 
 PARQUET_ROWS_PER_GROUP = 4096
+PARQUET_OPTIONS: dict[str, Any] = {"compression": "zstd", "write_page_checksum": True}
 
 
 class UnitWriter:
@@ -35,13 +40,14 @@ class UnitWriter:
         self.records_rejected = 0
         self.rejects_by_reason: Counter[str] = Counter()
         self.rejects_file = staging / layout.rejects_name(unit_id)
+        self.extra_files: list[Path] = []
 
     def _open_part(self) -> None:
         index = len(self.part_files)
         name = layout.part_name(self.unit_id, None if self.rows_per_file is None else index)
         path = self.staging / name
         self.part_files.append(path)
-        self._writer = pq.ParquetWriter(path, self.schema, compression="zstd")
+        self._writer = pq.ParquetWriter(path, self.schema, **PARQUET_OPTIONS)
         self._rows_in_file = 0
 
     def _flush_rows(self) -> None:
@@ -75,6 +81,16 @@ class UnitWriter:
         self._writer.write_table(table.cast(self.schema), PARQUET_ROWS_PER_GROUP)
         self.records_out += table.num_rows
 
+    def add_file(self, name: str, data: bytes) -> None:
+        """Another file of this unit's output (e.g. a shard tar), committed and hashed with its parts."""
+        if "/" in name or name.startswith(".") or name.startswith("_"):
+            raise ValueError(f"unit {self.unit_id}: {name!r} is not a plain file name for the output folder")
+        path = self.staging / name
+        if path.exists():
+            raise ValueError(f"unit {self.unit_id}: {name!r} was added twice")
+        path.write_bytes(data)
+        self.extra_files.append(path)
+
     def reject(self, row: dict[str, Any]) -> None:
         self._rejects.append(row)
         self.records_rejected += 1
@@ -84,7 +100,7 @@ class UnitWriter:
 
     def _flush_rejects(self) -> None:
         if self._reject_writer is None:
-            self._reject_writer = pq.ParquetWriter(self.rejects_file, REJECT_SCHEMA, compression="zstd")
+            self._reject_writer = pq.ParquetWriter(self.rejects_file, REJECT_SCHEMA, **PARQUET_OPTIONS)
         if self._rejects:
             self._reject_writer.write_table(pa.Table.from_pylist(self._rejects, schema=REJECT_SCHEMA))
         self._rejects = []
@@ -102,4 +118,4 @@ class UnitWriter:
         self._flush_rejects()
         assert self._reject_writer is not None
         self._reject_writer.close()
-        return [*self.part_files, self.rejects_file]
+        return [*self.part_files, self.rejects_file, *self.extra_files]

@@ -83,7 +83,7 @@ class ShardStage(Stage):
             )
             encoded = encode_shard(packed, name, seq_len, vocab_size)
             for file_name, data in sorted(encoded.files.items()):
-                ctx.store.write_bytes(unit.output_rel(file_name), data)
+                unit.writer.add_file(file_name, data)
             shards.append(asdict(ShardEntry.from_info(encoded.info)))
             unit.writer.write_table(
                 pa.table(
