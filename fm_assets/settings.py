@@ -61,6 +61,11 @@ class PipelineSettings(BaseModel):
         description="Worker processes that run a stage's units (0: every core; 1: one after another in-process). "
         "Not part of any stage key: 1, 2 or N workers write the same bytes",
     )
+    verify_cache_hits: Literal["metadata", "full"] = Field(
+        default="metadata",
+        description="How a cache hit re-checks the output it reuses: metadata (every file present with its "
+        "recorded size; one listing) or full (every file's sha256, `fm run --verify`)",
+    )
     unit_executor: Literal["local", "spark"] = Field(
         default="local",
         description="Where units run: local (this machine: in-process or worker processes) or spark (one Spark "

@@ -49,6 +49,14 @@ def key_of(prefix: str) -> str:
     return prefix.rsplit("/", 1)[-1]
 
 
+def stage_output_of(rel: str) -> tuple[str, str] | None:
+    """(stage, batch) of a path inside a stage output folder, else None."""
+    parts = rel.strip("/").split("/")
+    if len(parts) >= 5 and parts[0] == "stages":
+        return parts[1], parts[2]
+    return None
+
+
 def in_output(prefix: str, name: str) -> str:
     return f"{prefix}/{name}"
 

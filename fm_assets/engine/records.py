@@ -81,6 +81,9 @@ class StageSuccess:
     units_computed: int
     units_skipped: int
     seconds: float
+    # every file of the output folder but _SUCCESS.json: name -> {"sha256", "bytes"} (engine.integrity);
+    # empty for outputs committed before it was recorded
+    files: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         obj = asdict(self)

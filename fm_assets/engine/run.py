@@ -28,6 +28,7 @@ from tqdm.auto import tqdm
 
 from fm_assets.engine import layout
 from fm_assets.engine.hashing import sha256_file, stable_hash
+from fm_assets.engine.integrity import describe_output, require_intact
 from fm_assets.engine.pool import (
     UnitFailedError,
     UnitTask,
@@ -39,7 +40,7 @@ from fm_assets.engine.pool import (
     run_on_processes,
 )
 from fm_assets.engine.records import Counts, StageSuccess, UnitMarker
-from fm_assets.engine.refs import read_success
+from fm_assets.engine.refs import read_success, read_success_at
 from fm_assets.engine.schemas import DOC_SCHEMA
 from fm_assets.engine.stage import (
     Stage,
@@ -73,6 +74,7 @@ class NonDeterministicStageError(StageContractError):
 ProcessUnit = Callable[[WorkUnit, UnitWriter, str], UnitResult]  # (unit, writer, output prefix) -> result
 OnComplete = Callable[[list[UnitMarker]], dict[str, Any]]
 UnitExecutor = Literal["local", "spark"]
+CacheHitCheck = Literal["metadata", "full"]
 
 
 @dataclass
@@ -105,9 +107,11 @@ class StageRun:
         workers: int = 1,
         unit_executor: UnitExecutor = "local",
         spark: Callable[[], Any] | None = None,
+        verify_cache_hits: CacheHitCheck = "metadata",
     ) -> None:
         """``workers``: local processes for the units (1: in this process, 0: every core); with
-        ``unit_executor="spark"`` units are Spark tasks of the session ``spark()`` returns instead."""
+        ``unit_executor="spark"`` units are Spark tasks of the session ``spark()`` returns instead.
+        ``verify_cache_hits``: how a cache hit re-checks the output it reuses (``engine.integrity``)."""
         self.store = store
         self.stage = stage
         self.batch = batch
@@ -121,6 +125,7 @@ class StageRun:
         self.workers = workers
         self.unit_executor = unit_executor
         self.spark = spark
+        self.verify_cache_hits = verify_cache_hits
         self.key = stable_hash(
             {"code_version": code_version, "config": config, "inputs": self.input_versions}
         )
@@ -148,6 +153,9 @@ class StageRun:
         started = time.perf_counter()
         cached = self.cached()
         if cached is not None:
+            require_intact(
+                self.store, cached, full=self.verify_cache_hits == "full", reader=f"{self.label} cache hit"
+            )
             log.info("%s[%s]: cache hit (key %s), no work done", self.stage, self.batch, self.key)
             return StageOutcome(self.prefix, self.key, cached.data_version, True, cached, 0, 0)
 
@@ -371,6 +379,7 @@ class StageRun:
             units_computed=computed,
             units_skipped=skipped,
             seconds=round(seconds, 4),
+            files=describe_output(self.store, self.prefix, ordered),
         )
         self.store.write_json(layout.success_marker(self.prefix), success.to_json())
         log.info(
@@ -510,9 +519,14 @@ def run_stage(stage: Stage, ctx: StageContext) -> StageOutcome:
         workers=ctx.settings.workers,
         unit_executor=ctx.settings.unit_executor,
         spark=spark_session_provider(ctx),
+        verify_cache_hits=ctx.settings.verify_cache_hits,
     )
     if run.cached() is not None:
         return run.execute([], lambda *_: UnitResult())
+    if upstream is not None:  # every byte this stage builds on is what its writer recorded
+        require_intact(
+            ctx.store, read_success_at(ctx.store, upstream.prefix), full=True, reader=f"{run.label} input"
+        )
     units = stage.plan(ctx)
     prepared = stage.prepare(ctx, units, run.prefix)
     return run.execute(

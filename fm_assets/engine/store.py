@@ -21,9 +21,10 @@ import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from fm_assets.engine import layout
 from fm_assets.engine.hashing import sha256_file
 
-__all__ = ["ObjectStore", "iter_parquet_batches", "sha256_file"]
+__all__ = ["ObjectStore", "UnreadableFileError", "iter_parquet_batches", "sha256_file"]
 
 
 class ObjectStore:
@@ -80,6 +81,31 @@ class ObjectStore:
             entry = self.fs._strip_protocol(entry)
             rels.append(entry[len(root) :].lstrip("/"))
         return sorted(rels)
+
+    def sizes_under(self, prefix: str) -> dict[str, int]:
+        """``{path relative to prefix: size}`` of every file below ``prefix`` (one listing; hidden names,
+        i.e. a writer's temporary files, left out). Empty when ``prefix`` does not exist."""
+        base = self.uri(prefix).rstrip("/")
+        if self.is_local:
+            root = Path(base)
+            if not root.is_dir():
+                return {}
+            return {
+                path.relative_to(root).as_posix(): path.stat().st_size
+                for path in root.rglob("*")
+                if path.is_file() and not path.name.startswith(".")
+            }
+        stripped = self.fs._strip_protocol(base).rstrip("/")
+        try:
+            found = self.fs.find(base, detail=True)
+        except FileNotFoundError:
+            return {}
+        sizes = {}
+        for path, info in found.items():
+            name = self.fs._strip_protocol(path)[len(stripped) :].lstrip("/")
+            if name and not name.rsplit("/", 1)[-1].startswith(".") and info.get("type") != "directory":
+                sizes[name] = int(info.get("size") or 0)
+        return sizes
 
     def size(self, rel: str) -> int:
         return int(self.fs.size(self.uri(rel)))
@@ -158,9 +184,28 @@ class ObjectStore:
             yield Path(tmp)
 
 
+class UnreadableFileError(RuntimeError):
+    """A stored file cannot be decoded (damaged page, truncated footer, ...); the message names it."""
+
+
+def unreadable(store: ObjectStore, rel: str, exc: BaseException) -> UnreadableFileError:
+    where = layout.stage_output_of(rel)
+    hint = (
+        f"recompute it with `fm repair {where[1]} --stage {where[0]}`"
+        if where
+        else "restore it, or re-land the data it came from"
+    )
+    return UnreadableFileError(f"{store.uri(rel)} cannot be read ({type(exc).__name__}: {exc}); {hint}")
+
+
 def iter_parquet_batches(
     store: ObjectStore, rel: str, columns: list[str] | None = None, batch_size: int = 2048
 ) -> Iterator[pa.RecordBatch]:
-    """Stream a Parquet file from the store in bounded record batches."""
-    with store.open(rel) as handle:
-        yield from pq.ParquetFile(handle).iter_batches(batch_size=batch_size, columns=columns)
+    """Stream a Parquet file from the store in bounded record batches, verifying page checksums where the
+    writer stored them; a damaged or truncated file raises ``UnreadableFileError`` naming it."""
+    try:
+        with store.open(rel) as handle:
+            reader = pq.ParquetFile(handle, page_checksum_verification=True)
+            yield from reader.iter_batches(batch_size=batch_size, columns=columns)
+    except (OSError, pa.ArrowException) as exc:
+        raise unreadable(store, rel, exc) from exc

@@ -1,0 +1,204 @@
+"""Integrity of committed stage outputs: every file a stage wrote, with its size and sha256, checked on reuse.
+
+``_SUCCESS.json`` lists every file of its output folder (``StageSuccess.files``: parts, rejects, shard tars,
+indexes, unit markers, ``complete()`` artifacts). Three checks use it:
+
+* **reading an upstream output** (every stage, before planning): sizes and sha256 of every upstream file;
+  a damaged input fails the stage with a message naming the file and the repair command;
+* **a cache hit** re-checks what it reuses at metadata cost (one listing: names and sizes), or with full
+  sha256 when ``verify_cache_hits="full"`` (``fm run --verify``);
+* **``fm verify`` / ``fm repair``** check everything and map damage back to the units that wrote it.
+
+Outputs committed before this module existed have no ``files``; they are checked against their unit
+markers' sha256 (``legacy_files``), without sizes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from fm_assets.engine import layout
+from fm_assets.engine.records import StageSuccess, UnitMarker
+from fm_assets.engine.store import ObjectStore
+
+log = logging.getLogger(__name__)
+
+Problem = Literal["missing", "size", "sha256", "unreadable"]
+HASH_THREADS = 4  # hashlib releases the GIL on large buffers: threads overlap I/O and hashing
+
+
+class DamagedDataError(RuntimeError):
+    """A committed file does not match what its writer recorded; the message names it and the repair."""
+
+
+@dataclass(frozen=True)
+class Damage:
+    """One damaged file of one stage output."""
+
+    stage: str
+    batch: str
+    path: str  # relative to the store root
+    problem: Problem
+    expected: str
+    found: str
+
+    def describe(self) -> str:
+        what = {
+            "missing": "is missing",
+            "size": f"has {self.found} bytes, {self.expected} were written",
+            "sha256": f"has sha256 {self.found[:16]}..., {self.expected[:16]}... was written",
+            "unreadable": f"cannot be read ({self.found})",
+        }[self.problem]
+        return f"{self.path} {what}"
+
+
+def repair_command(stage: str, batch: str) -> str:
+    return f"fm repair {batch} --stage {stage}"
+
+
+def damage_message(damage: list[Damage], reader: str | None = None) -> str:
+    """One readable message for a list of damaged files of one stage output."""
+    first = damage[0]
+    head = f"{reader}: " if reader else ""
+    lines = [
+        f"{head}the committed output of {first.stage}[{first.batch}] is damaged "
+        f"({len(damage)} file{'s' if len(damage) != 1 else ''}):"
+    ]
+    lines += [f"  - {d.describe()}" for d in damage[:10]]
+    if len(damage) > 10:
+        lines.append(f"  - ... and {len(damage) - 10} more")
+    lines.append(
+        f"Nothing was built on it. Recompute exactly the damaged units with `{repair_command(first.stage, first.batch)}`"
+        " (or `fm verify` to check the whole root)."
+    )
+    return "\n".join(lines)
+
+
+def _sha256_of(store: ObjectStore, rel: str) -> str:
+    digest = hashlib.sha256()
+    with store.open(rel) as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def describe_output(
+    store: ObjectStore, prefix: str, markers: Iterable[UnitMarker]
+) -> dict[str, dict[str, Any]]:
+    """``{name under prefix: {"sha256", "bytes"}}`` for every file of the output folder but ``_SUCCESS.json``.
+
+    Unit files take the sha256 their marker recorded (no second read); other files (unit markers,
+    ``complete()`` artifacts) are hashed here.
+    """
+    known = {name: sha for marker in markers for name, sha in marker.files.items()}
+    sizes = store.sizes_under(prefix)
+    todo = [name for name in sizes if name not in known and name != layout.SUCCESS]
+    with ThreadPoolExecutor(HASH_THREADS) as pool:
+        hashed = dict(
+            zip(todo, pool.map(lambda n: _sha256_of(store, layout.in_output(prefix, n)), todo), strict=True)
+        )
+    files = {}
+    for name, size in sorted(sizes.items()):
+        if name == layout.SUCCESS:
+            continue
+        files[name] = {"sha256": known.get(name) or hashed[name], "bytes": size}
+    return files
+
+
+def legacy_files(store: ObjectStore, success: StageSuccess) -> dict[str, dict[str, Any]]:
+    """What an output committed without ``files`` promises: its unit markers' sha256 (sizes unknown)."""
+    files: dict[str, dict[str, Any]] = {}
+    for unit in success.units:
+        rel = layout.unit_marker(success.prefix, unit)
+        if not store.exists(rel):
+            files[rel.removeprefix(success.prefix + "/")] = {"sha256": "", "bytes": -1}
+            continue
+        marker = UnitMarker.from_json(store.read_json(rel))
+        for name, sha in marker.files.items():
+            files[name] = {"sha256": sha, "bytes": -1}
+    return files
+
+
+def expected_files(store: ObjectStore, success: StageSuccess) -> dict[str, dict[str, Any]]:
+    return success.files or legacy_files(store, success)
+
+
+def check_output(
+    store: ObjectStore, success: StageSuccess, *, full: bool, names: Iterable[str] | None = None
+) -> list[Damage]:
+    """Damaged files of a committed output: missing or resized (one listing), or rehashed when ``full``.
+
+    ``names`` limits the check to some files (names under the output folder).
+    """
+    expected = expected_files(store, success)
+    wanted = sorted(expected if names is None else (n for n in names if n in expected))
+    sizes = store.sizes_under(success.prefix)
+    damage: list[Damage] = []
+    to_hash: list[str] = []
+
+    def damaged(name: str, problem: Problem, want: str, found: str) -> Damage:
+        return Damage(
+            success.stage, success.batch, layout.in_output(success.prefix, name), problem, want, found
+        )
+
+    for name in wanted:
+        want = expected[name]
+        if name not in sizes:
+            damage.append(damaged(name, "missing", want["sha256"], ""))
+        elif want["bytes"] >= 0 and sizes[name] != want["bytes"]:
+            damage.append(damaged(name, "size", str(want["bytes"]), str(sizes[name])))
+        elif full and want["sha256"]:
+            to_hash.append(name)
+
+    def rehash(name: str) -> Damage | None:
+        try:
+            found = _sha256_of(store, layout.in_output(success.prefix, name))
+        except OSError as exc:
+            return damaged(name, "unreadable", expected[name]["sha256"], str(exc))
+        return (
+            None
+            if found == expected[name]["sha256"]
+            else damaged(name, "sha256", expected[name]["sha256"], found)
+        )
+
+    with ThreadPoolExecutor(HASH_THREADS) as pool:
+        damage += [d for d in pool.map(rehash, to_hash) if d is not None]
+    return sorted(damage, key=lambda d: d.path)
+
+
+def require_intact(
+    store: ObjectStore, success: StageSuccess, *, full: bool, reader: str | None = None
+) -> None:
+    """Raise ``DamagedDataError`` if ``success``'s output is damaged (see ``check_output``)."""
+    damage = check_output(store, success, full=full)
+    if damage:
+        raise DamagedDataError(damage_message(damage, reader))
+
+
+def units_owning(store: ObjectStore, success: StageSuccess, damage: list[Damage]) -> tuple[list[str], bool]:
+    """(units whose files or markers are damaged, whether files outside any unit are damaged)."""
+    owner: dict[str, str] = {}
+    for unit in success.units:
+        marker_name = layout.unit_marker(success.prefix, unit).removeprefix(success.prefix + "/")
+        owner[marker_name] = unit
+        rel = layout.unit_marker(success.prefix, unit)
+        try:
+            marker = UnitMarker.from_json(store.read_json(rel))
+        except (OSError, ValueError, TypeError):
+            continue  # the marker itself is damaged: listed in the damage, owned via marker_name
+        for name in marker.files:
+            owner[name] = unit
+    units: set[str] = set()
+    outside = False
+    for d in damage:
+        name = d.path.removeprefix(success.prefix + "/")
+        if name in owner:
+            units.add(owner[name])
+        else:
+            outside = True
+    return sorted(units), outside
