@@ -1,11 +1,13 @@
-"""The ``fm`` command line: sample-data, land, run, report, rejects, audit and demo."""
+"""The ``fm`` command line: sample-data, land, run, report, rejects, audit, verify, repair and demo."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -13,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fm_assets.cli.tables import print_summary
+from fm_assets.engine.locks import RootBusyError, root_run_lock
 from fm_assets.engine.store import ObjectStore
 from fm_assets.settings import Settings, load_settings
 
@@ -58,6 +61,17 @@ def cmd_land(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+@contextlib.contextmanager
+def exclusive_root(settings: Settings, *, wait: bool) -> Iterator[None]:
+    """Hold the root's run lock (another `fm run` or `fm repair` waits or stops) and clear dead runs' scratch."""
+    store = _store(settings)
+    with root_run_lock(store, wait=wait):
+        removed = store.clean_stale_staging()
+        if removed:
+            console.print(f"removed {removed} scratch folder(s) left by killed runs")
+        yield
+
+
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     from fm_assets.cli.runner import UnknownBatchError, run_batches
     from fm_assets.engine.landing import list_complete_batches
@@ -67,11 +81,16 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
             f"[red]fm run: no complete landing batch under {settings.root}; create one with `fm land`[/red]"
         )
         return 2
+    if args.verify:
+        settings = settings.model_copy(update={"verify_cache_hits": "full"})
     try:
-        failures = run_batches(settings, args.batches or None, release=not args.no_release, console=console)
-    except UnknownBatchError as exc:
+        with exclusive_root(settings, wait=args.wait):
+            failures = run_batches(
+                settings, args.batches or None, release=not args.no_release, console=console
+            )
+    except (UnknownBatchError, RootBusyError) as exc:
         console.print(f"[red]fm run: {exc}[/red]")
-        return 2
+        return 2 if isinstance(exc, UnknownBatchError) else 3
     print_summary(console, _store(settings), args.batches or None)
     if failures:
         for batch, message in failures.items():
@@ -144,6 +163,68 @@ def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
+    from fm_assets.reports.verify import verify_root
+
+    report = verify_root(_store(settings), dataset=args.dataset, quick=args.quick)
+    if args.json:
+        out.print_json(json.dumps(report.to_json()))
+    else:
+        console.print(
+            f"checked {report.outputs_checked} stage outputs ({report.files_checked:,} files, "
+            f"{report.bytes_checked / 1e6:,.1f} MB{', sizes only' if args.quick else ', sha256'}), "
+            f"{report.cas_checked:,} CAS objects, {report.releases_checked} releases"
+        )
+        for finding in report.findings:
+            console.print(
+                f"[red]{finding.kind}: {finding.path} {finding.problem}[/red]\n  repair: {finding.repair}"
+            )
+        if report.ok:
+            console.print("[green]no damage found[/green]")
+    return 0 if report.ok else 1
+
+
+def cmd_repair(args: argparse.Namespace, settings: Settings) -> int:
+    from fm_assets.cli.repair import plan_and_reset, repair_cas, stages_to_check
+    from fm_assets.cli.runner import run_batches
+
+    store = _store(settings)
+    if args.cas:
+        restored = repair_cas(store)
+        console.print(f"restored {len(restored)} CAS object(s) from their landed copies")
+        if not args.batch:
+            return 0
+    if not args.batch:
+        console.print("[red]fm repair: name a BATCH (and optionally --stage), or pass --cas[/red]")
+        return 2
+    try:
+        with exclusive_root(settings, wait=False):
+            plan = plan_and_reset(store, args.batch, stages_to_check(args.stage))
+            if not plan.needed:
+                console.print(f"no damage in {args.batch}'s outputs of {args.stage or 'any stage'}")
+                return 0
+            for stage, paths in plan.damaged.items():
+                units = ", ".join(plan.units[stage])
+                console.print(f"{stage}: {len(paths)} damaged file(s); recomputing units {units}")
+            failures = run_batches(settings, [args.batch], release=not args.no_release, console=console)
+    except (ValueError, RootBusyError) as exc:
+        console.print(f"[red]fm repair: {exc}[/red]")
+        return 2
+    if failures:
+        for batch, message in failures.items():
+            console.print(f"[red]repair of {batch} failed: {message}[/red]")
+        return 1
+    from fm_assets.engine.refs import read_success
+
+    for stage, before in plan.data_versions.items():
+        after = read_success(store, stage, args.batch).data_version
+        same = (
+            "unchanged" if after == before else f"CHANGED ({before[:12]} -> {after[:12]}: not a pure stage?)"
+        )
+        console.print(f"{stage}[{args.batch}] repaired; data version {same}")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     from fm_assets.cli.demo import run_demo
 
@@ -174,6 +255,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="materialize every stage for the given (default: all) batches via Dagster")
     p.add_argument("batches", nargs="*")
     p.add_argument("--no-release", action="store_true", help="skip assembling the dataset version")
+    p.add_argument("--verify", action="store_true", help="cache hits re-hash every file they reuse (sha256)")
+    p.add_argument("--wait", action="store_true", help="if another run holds the root, wait for it")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser(
@@ -193,6 +276,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", help="limit to the batches of this dataset's latest version (e.g. fm-demo)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_audit)
+
+    p = sub.add_parser("verify", help="check every committed byte (stage outputs, CAS, landing, releases)")
+    p.add_argument("--dataset", help="only this dataset's latest release and the batches it holds")
+    p.add_argument("--quick", action="store_true", help="presence and sizes only (no sha256)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("repair", help="recompute exactly the damaged units of a batch (see `fm verify`)")
+    p.add_argument("batch", nargs="?")
+    p.add_argument("--stage", help="only this stage's output (default: every stage of the batch)")
+    p.add_argument("--cas", action="store_true", help="restore damaged CAS objects from their landed copies")
+    p.add_argument("--no-release", action="store_true", help="do not re-assemble the dataset release")
+    p.set_defaults(func=cmd_repair)
 
     p = sub.add_parser("demo", help="sample data -> 3 batches -> run -> report -> read shards back")
     p.add_argument("--max-docs", type=int, default=1500, help="documents per package")

@@ -13,6 +13,8 @@ locks/<name>.lock                  advisory locks for cross-batch state (local r
 
 from __future__ import annotations
 
+import posixpath
+
 BATCH_MANIFEST = "_batch.json"
 SUCCESS = "_SUCCESS.json"
 CHECKS = "_checks.json"
@@ -47,6 +49,11 @@ def stage_output(stage: str, batch: str, key: str) -> str:
 def key_of(prefix: str) -> str:
     """The stage key of an output folder."""
     return prefix.rsplit("/", 1)[-1]
+
+
+def normalize_path(rel: str) -> str:
+    """``rel`` with ``..`` and ``.`` resolved (release manifests point at shards relative to themselves)."""
+    return posixpath.normpath(rel)
 
 
 def stage_output_of(rel: str) -> tuple[str, str] | None:

@@ -6,7 +6,8 @@ when a holder dies (kill -9 included). Remote roots get no file lock: there, Dag
 the same names on the assets give each piece of shared state one writer (the instance must limit them to 1).
 
 Names in use: ``tokenizer`` (the pin, side_inputs/tokenizer.py), ``iceberg`` and ``lance`` (the view
-commits, datasets/views.py), ``release`` (dataset versions and LATEST.json, defs/release.py).
+commits, datasets/views.py), ``release`` (dataset versions and LATEST.json, defs/release.py), and ``run``
+(one ``fm run`` / ``fm repair`` per root: ``root_run_lock``, which says who holds it).
 Stage outputs need no lock: they are content-addressed and written atomically; cross-batch reads wait for
 earlier batches instead (``refs.EarlierBatchPending``).
 """
@@ -14,8 +15,14 @@ earlier batches instead (``refs.EarlierBatchPending``).
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import fcntl
+import json
 import logging
+import os
+import socket
+import sys
+import time
 from collections.abc import Iterator
 
 from fm_assets.engine import layout
@@ -38,4 +45,59 @@ def store_lock(store: ObjectStore, name: str) -> Iterator[None]:
         try:
             yield
         finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+class RootBusyError(RuntimeError):
+    """Another run holds the root; the message says who and since when."""
+
+
+def _holder_text(path_text: str) -> str:
+    try:
+        holder = json.loads(path_text)
+        return f"pid {holder['pid']} on {holder['host']} ({holder['command']}) since {holder['since']}"
+    except (ValueError, KeyError, TypeError):
+        return "an unknown process"
+
+
+@contextlib.contextmanager
+def root_run_lock(store: ObjectStore, *, wait: bool = False, poll_seconds: float = 2.0) -> Iterator[None]:
+    """One ``fm run`` at a time per local root: a second one waits (``wait``) or raises ``RootBusyError``
+    naming the holder. The kernel drops the lock when its holder dies, so a kill -9 never leaves it stuck.
+    On a remote root this is a no-op (runs go through the Dagster run queue there)."""
+    if not store.is_local:
+        yield
+        return
+    path = store.local_path(layout.lock_file("run"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as handle:
+        announced = False
+        while True:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                handle.seek(0)
+                holder = _holder_text(handle.read())
+                if not wait:
+                    raise RootBusyError(
+                        f"another run holds {store.root}: {holder}. Wait for it to finish, pass --wait to queue "
+                        "behind it, or stop it (a killed run releases the lock at once)"
+                    ) from None
+                if not announced:
+                    log.warning("waiting for the run that holds %s: %s", store.root, holder)
+                    announced = True
+                time.sleep(poll_seconds)
+        handle.seek(0)
+        handle.truncate()
+        handle.write(json.dumps({
+            "pid": os.getpid(), "host": socket.gethostname(), "command": " ".join(sys.argv[:3]) or "python",
+            "since": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        }))  # fmt: skip
+        handle.flush()
+        try:
+            yield
+        finally:
+            handle.seek(0)
+            handle.truncate()
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)

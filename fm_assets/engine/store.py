@@ -180,8 +180,36 @@ class ObjectStore:
         base = self.local_path(".tmp") if self.is_local else None
         if base is not None:
             base.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix="fm-stage-", dir=base) as tmp:
+        # the pid in the name lets clean_stale_staging() tell a killed run's leftovers from live work
+        with tempfile.TemporaryDirectory(prefix=f"{STAGING_PREFIX}{os.getpid()}-", dir=base) as tmp:
             yield Path(tmp)
+
+    def clean_stale_staging(self) -> int:
+        """Remove scratch folders of processes on this machine that died (kill -9) before cleaning up."""
+        if not self.is_local:
+            return 0
+        removed = 0
+        base = self.local_path(".tmp")
+        for folder in base.glob(f"{STAGING_PREFIX}*") if base.is_dir() else ():
+            pid_text = folder.name.removeprefix(STAGING_PREFIX).split("-", 1)[0]
+            if pid_text.isdigit() and _process_alive(int(pid_text)):
+                continue
+            shutil.rmtree(folder, ignore_errors=True)
+            removed += 1
+        return removed
+
+
+STAGING_PREFIX = "fm-stage-"
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class UnreadableFileError(RuntimeError):
