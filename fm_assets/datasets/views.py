@@ -16,16 +16,17 @@ Both are shared state written by whichever run materializes them, so each sync i
 
 import itertools
 import logging
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyiceberg.catalog import Catalog
-from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
 from pyiceberg.expressions import EqualTo
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
@@ -49,6 +50,11 @@ READ_ROWS = 2048  # rows per Parquet read batch
 SUMMARY_BATCHES = 100  # batch ids named in a snapshot summary (a backfill may change thousands)
 ICEBERG_LOCK = "iceberg"  # store_lock names (and Dagster pool names) of the two shared commits
 LANCE_LOCK = "lance"
+COMMIT_ATTEMPTS = 5
+# pyiceberg's own retry re-applies the same file list on the new state; a batch the other writer replaced
+# would then keep both copies. A lost commit must be re-planned from the new state instead: ours does that.
+TABLE_PROPERTIES = {"commit.retry.num-retries": "0"}
+T = TypeVar("T")
 
 CURATED_SCHEMA = Schema(
     NestedField(1, "doc_id", StringType(), required=True),
@@ -112,7 +118,10 @@ def curated_table(catalog: Catalog) -> Table:
     except NoSuchTableError:
         log.info("creating Iceberg table %s", CURATED_TABLE)
         return catalog.create_table_if_not_exists(
-            CURATED_TABLE, schema=CURATED_SCHEMA, partition_spec=CURATED_PARTITIONING
+            CURATED_TABLE,
+            schema=CURATED_SCHEMA,
+            partition_spec=CURATED_PARTITIONING,
+            properties=TABLE_PROPERTIES,
         )
 
 
@@ -162,24 +171,58 @@ def curated_chunks(
         yield pa.Table.from_batches(pending).cast(schema)
 
 
+class CatalogConflictError(RuntimeError):
+    """Iceberg commits kept losing to concurrent writers."""
+
+
 def sync_curated_documents(
-    store: ObjectStore, catalog: Catalog, chunk_bytes: int = CHUNK_BYTES
+    store: ObjectStore, catalog: Catalog, chunk_bytes: int = CHUNK_BYTES, *, table: Table | None = None
 ) -> CuratedSync:
     """Bring ``fm.curated_documents`` in line with every batch's current decontaminate output (one snapshot).
 
     Serialized by ``store_lock(store, ICEBERG_LOCK)``: two syncs at once would both see a batch as changed
     and commit it twice (or one would fail Iceberg's optimistic commit check).
+
+    On a remote root there is no file lock; a commit that loses Iceberg's optimistic check to another
+    writer is re-planned against the new table state and retried (``commit_with_retries``). ``table`` is
+    the handle the first attempt starts from (default: freshly loaded).
     """
     with store_lock(store, ICEBERG_LOCK):
-        return _sync_curated_documents(store, catalog, chunk_bytes)
+        return commit_with_retries(
+            lambda attempt: _sync_curated_documents(
+                store, catalog, chunk_bytes, table if attempt == 0 else None
+            ),
+            CURATED_TABLE,
+        )
 
 
-def _sync_curated_documents(store: ObjectStore, catalog: Catalog, chunk_bytes: int) -> CuratedSync:
+def commit_with_retries(attempt: Callable[[int], T], what: str, attempts: int = COMMIT_ATTEMPTS) -> T:
+    """Run ``attempt(n)`` until its commit is not beaten by a concurrent writer (backoff between tries)."""
+    for n in range(attempts):
+        try:
+            return attempt(n)
+        except CommitFailedException as exc:
+            if n == attempts - 1:
+                raise CatalogConflictError(
+                    f"{what}: {attempts} commits in a row lost to concurrent writers ({exc}); another process is "
+                    "committing to this table continuously. Retry later, or route commits through one writer "
+                    "(the Dagster pool 'iceberg' with limit 1)"
+                ) from exc
+            log.warning(
+                "%s: commit lost to a concurrent writer (%s); re-planning, attempt %d", what, exc, n + 2
+            )
+            time.sleep(0.2 * 2**n)
+    raise AssertionError("unreachable")
+
+
+def _sync_curated_documents(
+    store: ObjectStore, catalog: Catalog, chunk_bytes: int, table: Table | None
+) -> CuratedSync:
     # _dataframe_to_data_files writes Parquet data files for a partitioned table from an Arrow table; the public
     # append() would make one snapshot per chunk, and streaming append() does not support partitioned tables yet.
     from pyiceberg.io.pyarrow import _dataframe_to_data_files
 
-    table = curated_table(catalog)
+    table = table or curated_table(catalog)
     wanted = stage_versions(store, SOURCE_STAGE)
     recorded = recorded_versions(table)
     changed = [batch for batch, version in sorted(wanted.items()) if recorded.get(batch) != version]
@@ -217,7 +260,9 @@ def _sync_curated_documents(store: ObjectStore, catalog: Catalog, chunk_bytes: i
                         overwrite.delete_data_file(data_file)
                     for data_file in added:
                         overwrite.append_data_file(data_file)
-            tx.set_properties({f"{VERSION_PROPERTY}{batch}": wanted[batch] for batch in changed})
+            tx.set_properties(
+                {**TABLE_PROPERTIES, **{f"{VERSION_PROPERTY}{batch}": wanted[batch] for batch in changed}}
+            )
             if removed:
                 tx.remove_properties(*(f"{VERSION_PROPERTY}{batch}" for batch in removed))
         table = catalog.load_table(CURATED_TABLE)
