@@ -160,6 +160,8 @@ def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
     console.print(table)
     if audit["failed_checks"]:
         console.print(f"[yellow]failed checks: {', '.join(audit['failed_checks'])}[/yellow]")
+    for finding in audit["integrity"]["findings"]:
+        console.print(f"[red]damaged since its checks ran: {finding['path']} {finding['problem']}[/red]")
     return 0
 
 

@@ -7,6 +7,7 @@ content hashes can see, `fm run --verify` does), and `fm repair` restores byte-i
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -64,6 +65,9 @@ def test_truncated_or_deleted_file_fails_the_cache_hit(root: Root, stage: str, p
         damaged.unlink()
     else:
         damaged.write_bytes(damaged.read_bytes()[: damaged.stat().st_size // 2])
+    audit = json.loads(root.fm("audit", "--json").stdout)  # stored check outcomes no longer pass alone
+    assert not audit["all_checks_passed"] and not audit["integrity"]["ok"]
+    assert any(damaged.name in f["path"] for f in audit["integrity"]["findings"])
     run = root.fm("run")  # the plain run: cache hits check presence and sizes
     assert run.returncode == 1
     assert damaged.name in run.stderr and "fm repair" in run.stderr, run.stderr
