@@ -102,6 +102,7 @@ class StageRun:
         input_versions: dict[str, str],
         output_schema: pa.Schema = DOC_SCHEMA,
         rows_per_file: int | None = None,
+        bytes_per_file: int | None = None,
         verify_committed: bool = False,
         progress: bool = True,
         workers: int = 1,
@@ -120,6 +121,7 @@ class StageRun:
         self.input_versions = dict(sorted(input_versions.items()))
         self.output_schema = output_schema
         self.rows_per_file = rows_per_file
+        self.bytes_per_file = bytes_per_file
         self.verify_committed = verify_committed
         self.progress = progress
         self.workers = workers
@@ -285,7 +287,9 @@ class StageRun:
     def _compute_unit(self, unit: WorkUnit, process: ProcessUnit, *, commit: bool) -> UnitMarker:
         unit_started = time.perf_counter()
         with self.store.staging_dir() as staging:
-            writer = UnitWriter(staging, unit.unit_id, self.output_schema, self.rows_per_file)
+            writer = UnitWriter(
+                staging, unit.unit_id, self.output_schema, self.rows_per_file, self.bytes_per_file
+            )
             result = process(unit, writer, self.prefix)
             files = writer.close()
             hashes = {path.name: sha256_file(path) for path in files}
@@ -514,6 +518,7 @@ def run_stage(stage: Stage, ctx: StageContext) -> StageOutcome:
         input_versions=inputs,
         output_schema=stage.output_schema,
         rows_per_file=stage.rows_per_file(ctx),
+        bytes_per_file=stage.bytes_per_file(ctx),
         verify_committed=ctx.settings.verify_committed_units,
         progress=ctx.settings.progress,
         workers=ctx.settings.workers,

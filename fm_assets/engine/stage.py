@@ -165,6 +165,11 @@ class Stage:
         """Roll output into several part files of this many rows (None: one part per unit)."""
         return None
 
+    def bytes_per_file(self, ctx: StageContext) -> int | None:
+        """Also roll output past this many bytes of text per part (None: rows only), so a few large files
+        still give downstream stages enough units to spread over workers."""
+        return None
+
     def plan(self, ctx: StageContext) -> list[WorkUnit]:
         """Cut the partition into deterministic units; default: one per upstream part."""
         return units_from_parts(ctx.upstream_input)

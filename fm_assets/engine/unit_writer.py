@@ -21,15 +21,24 @@ PARQUET_OPTIONS: dict[str, Any] = {"compression": "zstd", "write_page_checksum":
 
 
 class UnitWriter:
-    """Writes a unit's kept rows (rolled into several parts past ``rows_per_file``) and its rejects."""
+    """Writes a unit's kept rows (rolled into several parts past ``rows_per_file`` rows or ``bytes_per_file``
+    bytes of string/binary values, so downstream units follow bytes) and its rejects."""
 
     def __init__(
-        self, staging: Path, unit_id: str, schema: pa.Schema, rows_per_file: int | None = None
+        self,
+        staging: Path,
+        unit_id: str,
+        schema: pa.Schema,
+        rows_per_file: int | None = None,
+        bytes_per_file: int | None = None,
     ) -> None:
         self.staging = staging
         self.unit_id = unit_id
         self.schema = schema
         self.rows_per_file = rows_per_file
+        self.bytes_per_file = bytes_per_file
+        self._bytes_in_file = 0
+        self._pending_bytes = 0
         self.part_files: list[Path] = []
         self._writer: pq.ParquetWriter | None = None
         self._rows_in_file = 0
@@ -44,11 +53,13 @@ class UnitWriter:
 
     def _open_part(self) -> None:
         index = len(self.part_files)
-        name = layout.part_name(self.unit_id, None if self.rows_per_file is None else index)
+        rolls = self.rows_per_file is not None or self.bytes_per_file is not None
+        name = layout.part_name(self.unit_id, index if rolls else None)
         path = self.staging / name
         self.part_files.append(path)
         self._writer = pq.ParquetWriter(path, self.schema, **PARQUET_OPTIONS)
         self._rows_in_file = 0
+        self._bytes_in_file = 0
 
     def _flush_rows(self) -> None:
         if not self._pending:
@@ -60,16 +71,24 @@ class UnitWriter:
             pa.Table.from_pylist(self._pending, schema=self.schema), PARQUET_ROWS_PER_GROUP
         )
         self._rows_in_file += len(self._pending)
+        self._bytes_in_file += self._pending_bytes
         self._pending = []
-        if self.rows_per_file is not None and self._rows_in_file >= self.rows_per_file:
+        self._pending_bytes = 0
+        if self._file_full(0, 0):
             self._writer.close()
             self._writer = None
 
+    def _file_full(self, more_rows: int, more_bytes: int) -> bool:
+        return (self.rows_per_file is not None and self._rows_in_file + more_rows >= self.rows_per_file) or (
+            self.bytes_per_file is not None and self._bytes_in_file + more_bytes >= self.bytes_per_file
+        )
+
     def write(self, row: dict[str, Any]) -> None:
         self._pending.append(row)
+        self._pending_bytes += sum(len(v) for v in row.values() if isinstance(v, (str, bytes)))
         self.records_out += 1
-        if len(self._pending) >= PARQUET_ROWS_PER_GROUP or (
-            self.rows_per_file is not None and self._rows_in_file + len(self._pending) >= self.rows_per_file
+        if len(self._pending) >= PARQUET_ROWS_PER_GROUP or self._file_full(
+            len(self._pending), self._pending_bytes
         ):
             self._flush_rows()
 
