@@ -13,17 +13,14 @@ from fm_assets.engine import progress
 from fm_assets.engine.landing import list_complete_batches
 from fm_assets.settings import Settings
 
-DAGSTER_YAML = "telemetry:\n  enabled: false\n"
-
 
 def dagster_instance(settings: Settings) -> DagsterInstance:
     """The persistent instance in ``settings.instance_home`` (``$DAGSTER_HOME`` or ``<root>/dagster_home``),
     shared with ``dagster dev`` and the daemon."""
+    from fm_assets.defs.instance import runner_instance_config
+
     home = settings.instance_home
-    home.mkdir(parents=True, exist_ok=True)
-    config = home / "dagster.yaml"
-    if not config.exists():
-        config.write_text(DAGSTER_YAML)
+    runner_instance_config(home)
     return DagsterInstance.from_config(str(home))
 
 

@@ -20,6 +20,35 @@ LOCAL_INSTANCE_TEMPLATE = Path(__file__).resolve().parents[2] / "deploy" / "loca
 LEGACY_MINIMAL_CONFIG = "telemetry:\n  enabled: false\n"
 
 
+HOME_PLACEHOLDER = "__DAGSTER_HOME__"
+# what `fm run` writes into a DAGSTER_HOME that has no config: no run queue or pools (an in-process run needs
+# neither, and a pool slot held by a killed run would block the next one until a daemon frees it), the fast
+# local event log
+RUNNER_CONFIG = f"""telemetry:
+  enabled: false
+event_log_storage:
+  module: fm_assets.defs.event_log
+  class: LocalSqliteEventLogStorage
+  config:
+    base_dir: {HOME_PLACEHOLDER}/history/runs
+"""
+
+
+def render_instance_config(template: Path | str, home: Path) -> str:
+    text = template.read_text() if isinstance(template, Path) else template
+    return text.replace(HOME_PLACEHOLDER, str(home))
+
+
+def runner_instance_config(home: str | Path) -> Path:
+    """``home/dagster.yaml`` for `fm run` unless one exists (a user's, or the UI's from ``make ui``)."""
+    home = Path(home).expanduser().resolve()
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / "dagster.yaml"
+    if not config.exists() or config.read_text() == LEGACY_MINIMAL_CONFIG:
+        config.write_text(render_instance_config(RUNNER_CONFIG, home))
+    return config
+
+
 def ensure_instance_config(home: str | Path, template: Path = LOCAL_INSTANCE_TEMPLATE) -> Path:
     """``home/dagster.yaml`` from ``template`` unless the user already has their own, and the instance's
     storage created; returns the config's path."""
@@ -31,7 +60,7 @@ def ensure_instance_config(home: str | Path, template: Path = LOCAL_INSTANCE_TEM
     if config.exists() and config.read_text() != LEGACY_MINIMAL_CONFIG:
         log.info("keeping the existing instance config %s", config)
     else:
-        config.write_text(template.read_text())
+        config.write_text(render_instance_config(template, home))
         log.info("installed the local instance config %s from %s", config, template)
     with DagsterInstance.from_config(str(home)):  # creates the SQLite storage before any daemon or webserver
         pass

@@ -225,7 +225,7 @@ def test_release_follows_runs_that_changed_its_inputs(tmp_path):
 def test_instance_template_is_installed_once(tmp_path):
     home = tmp_path / "home"
     config = ensure_instance_config(home)
-    assert config.read_text() == LOCAL_INSTANCE_TEMPLATE.read_text()
+    assert config.read_text() == LOCAL_INSTANCE_TEMPLATE.read_text().replace("__DAGSTER_HOME__", str(home))
     with DagsterInstance.from_config(str(home)) as instance:  # no DAGSTER_HOME needed (`fm run`)
         runs = instance.get_concurrency_config().run_queue_config
         assert runs is not None and runs.max_concurrent_runs == 2
@@ -238,6 +238,7 @@ def test_instance_template_is_installed_once(tmp_path):
         assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
         assert not instance.telemetry_enabled
         assert type(instance.run_storage).__name__ == "SqliteRunStorage"
+        assert type(instance.event_log_storage).__name__ == "LocalSqliteEventLogStorage"
         assert (home / "history" / "runs.db").exists()
     config.write_text("telemetry:\n  enabled: true\n")  # the user's own config is kept
     ensure_instance_config(home)
