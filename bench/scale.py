@@ -75,16 +75,17 @@ def fm_env(root: Path, tokenizer: Path, workers: int) -> dict[str, str]:
     }
 
 
-def land(root: Path, corpus: Path, source: str, env: dict[str, str]) -> None:
-    subprocess.run([*FM, "land", str(corpus), "--source", source, "--license", "CC-BY-SA-3.0"],
-                   env=env, check=True, capture_output=True)  # fmt: skip
+def land(root: Path, corpus: Path, source: str, env: dict[str, str]) -> str:
+    landed = subprocess.run([*FM, "land", str(corpus), "--source", source, "--license", "CC-BY-SA-3.0"],
+                            env=env, check=True, capture_output=True, text=True)  # fmt: skip
+    return landed.stdout.strip().splitlines()[-1]
 
 
-def run_pipeline(root: Path, env: dict[str, str]) -> dict:
-    """One ``fm run`` (all landed batches + release); wall, CPU and the per-stage report."""
+def run_pipeline(root: Path, env: dict[str, str], *batches: str) -> dict:
+    """One ``fm run`` (the given batches, default all, + release); wall, CPU and the per-stage report."""
     cpu_before = child_cpu()
     started = time.perf_counter()
-    proc = subprocess.run([*FM, "run"], env=env, capture_output=True, text=True)
+    proc = subprocess.run([*FM, "run", *batches], env=env, capture_output=True, text=True)
     wall = time.perf_counter() - started
     if proc.returncode != 0:
         raise RuntimeError(f"fm run failed:\n{proc.stderr[-3000:]}")
@@ -188,12 +189,13 @@ def main() -> None:
     # the largest corpus amortizes the fixed costs best: the worker comparison and the peer run use it
     one_worker = pipeline_case(workdir, "workers_1", docs[: quarter * 4], tokenizer, workers=1)
 
-    # a 100-doc batch landed into a root whose earlier batch already ran (warm: tokenizer pinned, caches hot)
+    # a 100-doc batch landed into a root whose earlier batch already ran (warm: tokenizer pinned, caches hot),
+    # run the way the sensor runs it: that partition, then the release
     warm_root = workdir / "roots" / "growth_1x"
     env = fm_env(warm_root, tokenizer, 2)
     write_corpus(workdir / "corpora" / "small.jsonl", docs[-100:])
-    land(warm_root, workdir / "corpora" / "small.jsonl", "small-batch", env)
-    small = run_pipeline(warm_root, env)
+    small_batch = land(warm_root, workdir / "corpora" / "small.jsonl", "small-batch", env)
+    small = run_pipeline(warm_root, env, small_batch)
     small.pop("stages")
 
     stages = sorted({s for case in growth.values() for s in case["stage_wall_s"]})
