@@ -28,6 +28,17 @@ class PipelineSettings(BaseModel):
     seq_len: int = Field(default=2048, description="Tokens per packed row (context window T)")
     rows_per_shard: int = Field(default=1024, description="Packed rows per WebDataset shard")
     land_rows_per_part: int = Field(default=5000, description="Records per land part file (work-unit size)")
+    land_unit_bytes: int = Field(
+        default=8_000_000,
+        ge=1,
+        description="Landed files are grouped into land units of about this many bytes (many small files: few units)",
+    )
+    land_part_bytes: int = Field(
+        default=4_000_000,
+        ge=1,
+        description="Bytes of text per land part file: the unit size of every later stage, so a few big files still "
+        "spread over all workers",
+    )
     pack_min_fragment: int = Field(
         default=1, description="Smallest piece of a long document used to fill a row gap"
     )

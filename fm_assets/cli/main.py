@@ -7,6 +7,7 @@ import contextlib
 import json
 import logging
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -57,6 +58,16 @@ def cmd_land(args: argparse.Namespace, settings: Settings) -> int:
         console.print(f"[red]fm land: {exc}[/red]")
         return 2
     console.print(f"landed {len(manifest.files)} file(s) as batch [bold]{manifest.batch}[/bold]")
+    if manifest.skipped:
+        reasons = Counter(entry["reason"] for entry in manifest.skipped)
+        console.print(
+            f"[yellow]not landed: {len(manifest.skipped)} path(s) "
+            f"({', '.join(f'{n} {reason}' for reason, n in sorted(reasons.items()))}); listed in the batch's "
+            "_batch.json under 'skipped'[/yellow]"
+        )
+        for entry in manifest.skipped[:20]:
+            target = f" -> {entry['target']}" if "target" in entry else ""
+            console.print(f"  {entry['path']}{target}: {entry['reason']}", highlight=False)
     out.print(manifest.batch, highlight=False)
     return 0
 
