@@ -87,7 +87,8 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     from fm_assets.cli.runner import UnknownBatchError, run_batches
     from fm_assets.engine.landing import list_complete_batches
 
-    if not list_complete_batches(_store(settings)):
+    landed = list_complete_batches(_store(settings))
+    if not landed:
         console.print(
             f"[red]fm run: no complete landing batch under {settings.root}; create one with `fm land`[/red]"
         )
@@ -106,6 +107,13 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     if failures:
         for batch, message in failures.items():
             console.print(f"[red]batch {batch} failed: {message}[/red]")
+        if (
+            "<release>" not in failures
+            and not args.no_release
+            and len(failures) < len(args.batches or landed)
+        ):
+            console.print("[yellow]the release was written without the failed batches (listed under "
+                          "'held_back' in its card)[/yellow]")  # fmt: skip
         return 1
     return 0
 

@@ -97,7 +97,8 @@ def run_batches(
                 )
                 if not result.success:
                     failures[batch] = _failure_message(result)
-            if release and not failures:
+            # a failed batch is held back by the release itself (datasets/release.py), not the other batches
+            if release and len(failures) < len(wanted):
                 bar.update(task, description="dataset release")
                 result = defs.resolve_job_def("release").execute_in_process(
                     instance=instance, raise_on_error=False, run_config=run_config(settings)

@@ -5,15 +5,17 @@ copies) and ``card.json`` describes where the data came from. The version is a h
 manifests, so re-running with nothing new produces the same version.
 """
 
+import itertools
 import posixpath
 from dataclasses import replace
 from typing import Any
 
 from fm_assets.engine import layout
 from fm_assets.engine.hashing import stable_hash
-from fm_assets.engine.landing import read_batch_manifest
-from fm_assets.engine.refs import batches_with_ref, read_success
+from fm_assets.engine.landing import list_complete_batches, read_batch_manifest
+from fm_assets.engine.refs import batches_with_ref, read_failure, read_ref, read_success
 from fm_assets.engine.store import ObjectStore
+from fm_assets.stages.names import STAGE_NAMES
 from fm_loader.manifest import DatasetManifest
 
 
@@ -21,10 +23,52 @@ class ReleaseError(RuntimeError):
     """The partitions cannot be combined into one dataset version."""
 
 
+def held_back_reason(store: ObjectStore, batch: str) -> str | None:
+    """Why ``batch`` cannot be released now (None: its shards are current).
+
+    A batch is released only when no stage's latest materialization failed (``refs.record_failure``) and every
+    stage's current output was built from its upstream's current output (a failed blocking check stops the
+    stages after it, leaving that chain stale): shards from an earlier run are held back, not released as if
+    current.
+    """
+    current: dict[str, str] = {}
+    for stage in STAGE_NAMES:
+        failure = read_failure(store, stage, batch)
+        if failure is not None:
+            return f"its last {stage} run failed ({failure}); fix it and `fm run {batch}`"
+        ref = read_ref(store, stage, batch)
+        if ref is None:
+            return f"{stage} has no output yet (run `fm run {batch}`)"
+        current[stage] = ref.data_version
+    for upstream, stage in itertools.pairwise(STAGE_NAMES):
+        try:
+            built_from = read_success(store, stage, batch).inputs.get(upstream)
+        except (OSError, ValueError) as exc:
+            return (
+                f"{stage}'s output cannot be read ({type(exc).__name__}); `fm verify` / `fm repair {batch}`"
+            )
+        if built_from != current[upstream]:
+            return (
+                f"{stage}'s output was built from an older {upstream} output: its last run failed or has not run "
+                f"since (`fm run {batch}`; `fm report {batch}` shows which stage)"
+            )
+    return None
+
+
 def assemble_release(store: ObjectStore, name: str) -> dict[str, Any]:
-    batches = batches_with_ref(store, "shard")
+    """Assemble a version from every batch whose shards are current; batches that are not (a failed run) are
+    held back and listed with the reason in the card and the manifest, never released stale or silently."""
+    held_back = []
+    batches = []
+    for batch in sorted(set(batches_with_ref(store, "shard")) | set(list_complete_batches(store))):
+        reason = held_back_reason(store, batch)
+        if reason is None:
+            batches.append(batch)
+        else:
+            held_back.append({"batch": batch, "reason": reason})
     if not batches:
-        raise ReleaseError("no batch has shards yet: land data and run `fm run` first")
+        detail = f" ({len(held_back)} held back: {held_back[0]['reason']})" if held_back else ""
+        raise ReleaseError(f"no batch has current shards yet: land data and run `fm run` first{detail}")
     manifests = []
     for batch in batches:
         success = read_success(store, "shard", batch)
@@ -53,7 +97,9 @@ def assemble_release(store: ObjectStore, name: str) -> dict[str, Any]:
             )
             for entry in manifest.shards
         )
-    release = replace(first, name=name, version=version, shards=shards, extra={"batches": batches})
+    release = replace(
+        first, name=name, version=version, shards=shards, extra={"batches": batches, "held_back": held_back}
+    )
     store.write_bytes(layout.dataset_manifest(name, version), release.to_json().encode())
     card = {
         "name": name,
@@ -69,6 +115,7 @@ def assemble_release(store: ObjectStore, name: str) -> dict[str, Any]:
         "tokenizer_sha256": release.tokenizer_hash,
         "code_version": release.code_version,
         "sources": _sources(store, batches),
+        "held_back": held_back,
     }
     store.write_json(layout.dataset_card(name, version), card)
     store.write_json(layout.dataset_latest(name), {"version": version})

@@ -33,7 +33,7 @@ from fm_assets.defs.partitions import batch_partitions
 from fm_assets.engine import progress
 from fm_assets.engine.checks import evaluate_checks, stage_checks
 from fm_assets.engine.records import StageSuccess
-from fm_assets.engine.refs import EarlierBatchPending, write_ref
+from fm_assets.engine.refs import EarlierBatchPending, clear_failure, record_failure, write_ref
 from fm_assets.engine.run import run_stage
 from fm_assets.engine.stage import Stage, StageContext
 from fm_assets.engine.store import ObjectStore
@@ -134,8 +134,14 @@ def build_stage_asset(stage: Stage, pipeline_version: str) -> AssetsDefinition:
             outcome = run_stage(stage, ctx)
         except EarlierBatchPending as pending:
             retry_when_pending(context, pending)
+        except Exception as error:
+            record_failure(
+                store, stage.name, batch, error
+            )  # the release holds this batch back until it passes
+            raise
         wall = time.perf_counter() - started
         write_ref(store, stage.name, batch, outcome.success, cache_hit=outcome.cache_hit, wall_seconds=wall)
+        clear_failure(store, stage.name, batch)
         counts = outcome.success.counts
         progress.emit(
             "end",

@@ -101,6 +101,11 @@ def stage_ref(stage: str, batch: str) -> str:
     return f"refs/{stage}/{batch}.json"
 
 
+def stage_failure(stage: str, batch: str) -> str:
+    """Why the stage's last materialization for the batch failed (absent once one succeeds)."""
+    return f"failures/{stage}/{batch}.json"
+
+
 def tokenizer_blob(sha256: str) -> str:
     return f"tokenizers/{sha256}.json"
 

@@ -94,6 +94,24 @@ def write_ref(
     store.write_json(layout.stage_ref(stage, batch), ref.to_json())
 
 
+def record_failure(store: ObjectStore, stage: str, batch: str, error: BaseException) -> None:
+    """Note that the stage's latest materialization for the batch failed (its ref still names the last good
+    output, which the release must then not treat as current)."""
+    message = f"{type(error).__name__}: {error}".splitlines()[0][:500]
+    store.write_json(layout.stage_failure(stage, batch), {"stage": stage, "batch": batch, "error": message})
+
+
+def clear_failure(store: ObjectStore, stage: str, batch: str) -> None:
+    rel = layout.stage_failure(stage, batch)
+    if store.exists(rel):
+        store.delete(rel)
+
+
+def read_failure(store: ObjectStore, stage: str, batch: str) -> str | None:
+    rel = layout.stage_failure(stage, batch)
+    return store.read_json(rel)["error"] if store.exists(rel) else None
+
+
 def read_ref(store: ObjectStore, stage: str, batch: str) -> StageRef | None:
     rel = layout.stage_ref(stage, batch)
     return StageRef.from_json(store.read_json(rel)) if store.exists(rel) else None

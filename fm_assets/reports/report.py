@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,12 +14,24 @@ from fm_assets.engine.refs import read_ref, read_success_at
 from fm_assets.engine.store import ObjectStore
 from fm_assets.stages.names import STAGE_NAMES
 
+log = logging.getLogger(__name__)
+
 
 def stage_report(store: ObjectStore, batch: str, stage: str) -> dict[str, Any] | None:
     ref = read_ref(store, stage, batch)
     if ref is None:
         return None
-    success = read_success_at(store, ref.prefix)
+    try:
+        success = read_success_at(store, ref.prefix)
+    except (OSError, ValueError) as exc:  # damaged or deleted output: `fm verify` / `fm repair` say more
+        log.warning(
+            "%s[%s]: its current output %s cannot be read (%s); run `fm verify`",
+            stage,
+            batch,
+            ref.prefix,
+            exc,
+        )
+        return None
     counts = success.counts
     return {
         "batch": batch,
