@@ -17,13 +17,14 @@ from rich.table import Table
 
 from fm_assets.cli.tables import print_summary
 from fm_assets.engine.locks import RootBusyError, root_run_lock
-from fm_assets.engine.store import ObjectStore
+from fm_assets.engine.store import ObjectStore, StorageUnavailableError
 from fm_assets.settings import Settings, load_settings
 
 console = Console(stderr=True, soft_wrap=True)
 out = Console()
 
 DEMO_LICENSES = {"python-stdlib": "PSF-2.0"}
+OFFLINE_COMMANDS = frozenset({"sample-data"})  # commands that do not touch the store
 
 
 def _store(settings: Settings) -> ObjectStore:
@@ -327,7 +328,13 @@ def main(argv: list[str] | None = None) -> int:
     except ValidationError as exc:
         console.print(f"[red]fm: invalid settings (FM_* environment variables):\n{exc}[/red]")
         return 2
-    return int(args.func(args, settings) or 0)
+    try:
+        if args.command not in OFFLINE_COMMANDS:
+            _store(settings).check_reachable()  # an unreachable store says so first, not "no batch found"
+        return int(args.func(args, settings) or 0)
+    except StorageUnavailableError as exc:
+        console.print(f"[red]fm {args.command}: {exc}[/red]", highlight=False)
+        return 2
 
 
 if __name__ == "__main__":

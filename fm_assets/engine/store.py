@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import tempfile
 import uuid
@@ -24,7 +25,39 @@ import pyarrow.parquet as pq
 from fm_assets.engine import layout
 from fm_assets.engine.hashing import sha256_file
 
-__all__ = ["ObjectStore", "UnreadableFileError", "iter_parquet_batches", "sha256_file"]
+__all__ = [
+    "ObjectStore",
+    "StorageUnavailableError",
+    "UnreadableFileError",
+    "iter_parquet_batches",
+    "redact",
+    "sha256_file",
+]
+
+
+class StorageUnavailableError(RuntimeError):
+    """The store cannot be reached or refuses the credentials; the message names the endpoint, never a secret."""
+
+
+_URL_CREDENTIALS = re.compile(
+    r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^/@:\s]*):(?P<secret>[^/@\s]*)@", re.I
+)
+
+
+_CREDENTIAL_WORDS = (
+    "accessdenied",
+    "access denied",
+    "forbidden",
+    "signature",
+    "invalidaccesskey",
+    "credential",
+)
+_NETWORK_WORDS = ("connect", "refused", "timed out", "timeout", "name or service", "resolve", "unreachable")
+
+
+def redact(text: str | None) -> str:
+    """``text`` with any ``scheme://user:password@`` reduced to ``scheme://user:***@``."""
+    return _URL_CREDENTIALS.sub(lambda m: f"{m['scheme']}{m['user']}:***@", text or "")
 
 
 class ObjectStore:
@@ -49,9 +82,57 @@ class ObjectStore:
             raise ValueError(f"store {self.root} is not local; use open()/get_file() instead")
         return Path(self.uri(rel))
 
+    @property
+    def endpoint(self) -> str:
+        """Where the store lives, safe to print (no credentials)."""
+        endpoint = self.storage_options.get("client_kwargs", {}).get("endpoint_url")
+        where = redact(self.root)
+        return f"{where} at {redact(endpoint)}" if endpoint else where
+
+    def unavailable(self, exc: BaseException, what: str) -> StorageUnavailableError:
+        text = redact(f"{type(exc).__name__}: {exc}")
+        lowered = text.lower()
+        endpoint = str(self.storage_options.get("client_kwargs", {}).get("endpoint_url") or "")
+        if "encoded in url" in lowered or _URL_CREDENTIALS.search(endpoint):
+            kind = "credentials inside the endpoint URL"
+            hint = "remove user:password@ from FM_S3_ENDPOINT_URL and pass AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY"
+        elif any(word in lowered for word in _CREDENTIAL_WORDS):
+            kind = "credentials refused"
+            hint = "check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or the role) for this bucket"
+        elif any(word in lowered for word in _NETWORK_WORDS):
+            kind = "endpoint unreachable"
+            hint = "check FM_S3_ENDPOINT_URL and that the server is up and reachable"
+        else:
+            kind, hint = "storage error", "see the cause above"
+        return StorageUnavailableError(f"cannot {what} {self.endpoint}: {kind} ({text[:300]}); {hint}")
+
+    def check_reachable(self) -> None:
+        """Fail fast with a clear message when a remote store cannot be reached or its bucket is missing."""
+        if self.is_local:
+            return
+        bucket = self.fs._strip_protocol(self.root).split("/", 1)[0]
+        try:
+            self.fs.ls(bucket, refresh=True)
+        except FileNotFoundError:
+            raise StorageUnavailableError(
+                f"bucket {bucket!r} does not exist at {self.endpoint}; create it or fix FM_ROOT"
+            ) from None
+        except Exception as exc:
+            raise self.unavailable(exc, "reach") from None
+
     # -- reads ----------------------------------------------------------------------------------
     def exists(self, rel: str) -> bool:
-        return self.fs.exists(self.uri(rel))
+        """Whether ``rel`` exists; a store that cannot answer raises ``StorageUnavailableError`` (fsspec's own
+        ``exists`` returns False on any error, which made an unreachable store look empty)."""
+        if self.is_local:
+            return os.path.exists(self.uri(rel))
+        try:
+            self.fs.info(self.uri(rel))
+        except FileNotFoundError:
+            return False
+        except Exception as exc:
+            raise self.unavailable(exc, f"look up {redact(rel)} in") from None
+        return True
 
     def open(self, rel: str, mode: str = "rb") -> IO[Any]:
         if "w" in mode or "a" in mode:
