@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import json
 import logging
+import os
 import sys
 from collections import Counter
 from collections.abc import Iterator
@@ -20,8 +21,10 @@ from fm_assets.engine.locks import RootBusyError, root_run_lock
 from fm_assets.engine.store import ObjectStore, StorageUnavailableError
 from fm_assets.settings import Settings, load_settings
 
-console = Console(stderr=True, soft_wrap=True)
-out = Console()
+# Without a terminal (CI, `| tee`, a log file) rich would squeeze tables to 80 columns: give them room instead.
+PIPE_WIDTH = 240
+console = Console(stderr=True, soft_wrap=True, width=None if sys.stderr.isatty() else PIPE_WIDTH)
+out = Console(width=None if sys.stdout.isatty() else PIPE_WIDTH)
 
 DEMO_LICENSES = {"python-stdlib": "PSF-2.0"}
 OFFLINE_COMMANDS = frozenset({"sample-data"})  # commands that do not touch the store
@@ -328,6 +331,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValidationError as exc:
         console.print(f"[red]fm: invalid settings (FM_* environment variables):\n{exc}[/red]")
         return 2
+    if "FM_PROGRESS" not in os.environ and not sys.stderr.isatty():
+        settings = settings.model_copy(update={"progress": False})  # no bar redrawn line by line into a log
     try:
         if args.command not in OFFLINE_COMMANDS:
             _store(settings).check_reachable()  # an unreachable store says so first, not "no batch found"
@@ -335,6 +340,11 @@ def main(argv: list[str] | None = None) -> int:
     except StorageUnavailableError as exc:
         console.print(f"[red]fm {args.command}: {exc}[/red]", highlight=False)
         return 2
+    except BrokenPipeError:
+        # the reader went away (`fm rejects B | head`): stop quietly like other Unix tools, and keep Python
+        # from failing again while flushing stdout at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

@@ -6,8 +6,8 @@ from typing import Any
 
 from dagster import DagsterInstance
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from fm_assets.cli.progress_view import progress_view
 from fm_assets.defs.partitions import BATCH_PARTITIONS_NAME
 from fm_assets.engine import progress
 from fm_assets.engine.landing import list_complete_batches
@@ -71,20 +71,13 @@ def run_batches(
 
     job = defs.resolve_job_def("preprocess")
     failures: dict[str, str] = {}
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-    ) as bar:
-        task = bar.add_task("stages", total=len(wanted) * len(STAGE_NAMES))
+    with progress_view(console, len(wanted) * len(STAGE_NAMES)) as bar:
 
         def on_event(event: str, stage: str, batch: str, info: dict[str, Any]) -> None:
             if event == "start":
-                bar.update(task, description=f"{batch[-30:]} · {stage}")
+                bar.describe(f"{batch[-30:]} · {stage}")
             else:
-                bar.advance(task)
+                bar.advance()
 
         progress.add_listener(on_event)
         try:
@@ -99,7 +92,7 @@ def run_batches(
                     failures[batch] = _failure_message(result)
             # a failed batch is held back by the release itself (datasets/release.py), not the other batches
             if release and len(failures) < len(wanted):
-                bar.update(task, description="dataset release")
+                bar.describe("dataset release")
                 result = defs.resolve_job_def("release").execute_in_process(
                     instance=instance, raise_on_error=False, run_config=run_config(settings)
                 )

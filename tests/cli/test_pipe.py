@@ -1,0 +1,50 @@
+"""`fm` in a pipe, as CI and `| tee` run it: no bar redrawn line by line, tables not squeezed to 80 columns,
+and a reader that closes early (`| head`) ends the command quietly."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.slow]
+FM = f"{sys.executable} -m fm_assets.cli.main"
+
+
+def test_run_report_and_rejects_through_pipes(fm_env, real_sample, tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    package = Path(real_sample["dest"]) / sorted(real_sample["packages"])[0]
+    docs = next(package.glob("*.jsonl")).read_text().splitlines()[:20]
+    broken = ['{"text": "unterminated' for _ in range(500)]  # 500 land rejects for `fm rejects`
+    (src / "mixed.jsonl").write_text("\n".join(docs + broken) + "\n")
+    env = {**os.environ, "FM_NEAR_DEDUP": "0"}
+    env.pop("FM_PROGRESS", None)  # the default: decided by whether stderr is a terminal
+
+    def sh(command: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", "-o", "pipefail", "-c", command], env=env, capture_output=True, text=True
+        )
+
+    landed = sh(f"{FM} land {src} --source piped --license MIT | cat")
+    assert landed.returncode == 0, landed.stderr
+    batch = landed.stdout.strip()
+
+    run = sh(f"{FM} run 2>&1 | cat")
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert "\r" not in run.stdout  # no progress bar redrawn into the log
+    assert "[fm run " in run.stdout and "stages" in run.stdout  # periodic plain progress instead
+    table = [line for line in run.stdout.splitlines() if "│" in line]
+    assert table and max(map(len, table)) > 100  # the summary table is not squeezed to 80 columns
+
+    report = sh(f"{FM} report --json | cat")
+    assert json.loads(report.stdout)[0]["batch"] == batch
+
+    head = sh(f"{FM} rejects {batch} | head -n 1")
+    assert json.loads(head.stdout)["reason"]
+    assert "Traceback" not in head.stderr and "BrokenPipeError" not in head.stderr, head.stderr
+    assert head.returncode == 141  # like any Unix tool whose reader left (pipefail reports it)
