@@ -12,8 +12,11 @@ identical bytes. ``webdataset`` and Megatron-Energon read the tar as it is.
 
 ``<name>.idx`` is the row index that gives O(1) random access without parsing the tar: a fixed header,
 one fixed-size record per row (byte offset and length of the tokens payload, the row's document lengths
-as a slice of a shared int32 array, the xxh3-64 checksum of the tokens bytes and of the doclens bytes),
-the doclens array, and an xxh3-64 footer over everything before it.
+as a slice of a shared int32 array, the xxh3-64 checksum of the tokens bytes and of the doclens bytes, and
+the low 32 bits of the xxh3-64 of the row's whole sample: all three members with their tar headers and
+padding, so damage that webdataset or Energon readers would see is caught by ``fm_loader.verify``), the
+doclens array, and an xxh3-64 footer over everything before it. The header's flags word says whether the
+records carry sample checksums (``FLAG_SAMPLE_CHECKSUMS``; indexes written before it did not).
 """
 
 from __future__ import annotations
@@ -33,7 +36,10 @@ import xxhash
 
 FORMAT_VERSION = 1
 INDEX_MAGIC = b"FMROWIX1"
-_INDEX_HEADER = struct.Struct("<8sIIIIQQ")  # magic, version, token itemsize, seq_len, reserved, vocab, rows
+_INDEX_HEADER = struct.Struct("<8sIIIIQQ")  # magic, version, token itemsize, seq_len, flags, vocab, rows
+FLAG_SAMPLE_CHECKSUMS = (
+    1  # records' sample_checksum holds xxh3-64 & 0xffffffff of the row's whole sample bytes
+)
 INDEX_RECORD_DTYPE = np.dtype(
     [
         ("tokens_offset", "<u8"),  # byte offset of the tokens payload inside the tar
@@ -42,7 +48,7 @@ INDEX_RECORD_DTYPE = np.dtype(
         ("doc_start", "<u8"),  # first entry of this row in the index's doclens array
         ("meta_offset", "<u8"),  # byte offset of the row's .json payload inside the tar
         ("meta_size", "<u4"),
-        ("reserved", "<u4"),
+        ("sample_checksum", "<u4"),  # low 32 bits of xxh3-64 over the sample's bytes (FLAG_SAMPLE_CHECKSUMS)
         ("tokens_checksum", "<u8"),
         ("doclens_checksum", "<u8"),
     ]
@@ -195,11 +201,14 @@ def encode_shard(rows: Iterable[PackedRow], shard_name: str, seq_len: int, vocab
     total_tokens = 0
     max_docs = 0
 
+    sample = bytearray()
+
     def add_member(name: str, payload: bytes) -> int:
-        tar.write(_tar_header(name, len(payload)))
-        offset = tar.tell()
-        tar.write(payload)
-        tar.write(b"\0" * _pad(len(payload)))
+        """Append a member to the current sample; returns its payload's offset in the tar."""
+        sample.extend(_tar_header(name, len(payload)))
+        offset = tar.tell() + len(sample)
+        sample.extend(payload)
+        sample.extend(b"\0" * _pad(len(payload)))
         return offset
 
     for index, row in enumerate(rows):
@@ -219,6 +228,9 @@ def encode_shard(rows: Iterable[PackedRow], shard_name: str, seq_len: int, vocab
         meta_bytes = json.dumps(meta, sort_keys=True, separators=(",", ":")).encode()
         meta_offset = add_member(f"{key}.json", meta_bytes)
         tokens_offset = add_member(f"{key}.tokens", tokens)
+        sample_checksum = sample_checksum32(sample)
+        tar.write(sample)
+        sample.clear()
         n_docs = len(doclens_arr)
         records.append(
             (
@@ -228,7 +240,7 @@ def encode_shard(rows: Iterable[PackedRow], shard_name: str, seq_len: int, vocab
                 doc_cursor,
                 meta_offset,
                 len(meta_bytes),
-                0,
+                sample_checksum,
                 tokens_checksum,
                 row_checksum(doclens),
             )
@@ -264,10 +276,22 @@ def encode_shard(rows: Iterable[PackedRow], shard_name: str, seq_len: int, vocab
     return EncodedShard(files={tar_name: tar_bytes, index_name: index_bytes}, info=info)
 
 
+def sample_checksum32(data: bytes | bytearray | memoryview) -> int:
+    return xxhash.xxh3_64_intdigest(data) & 0xFFFFFFFF
+
+
 def encode_index(
-    records: np.ndarray, doclens: np.ndarray, *, itemsize: int, seq_len: int, vocab_size: int
+    records: np.ndarray,
+    doclens: np.ndarray,
+    *,
+    itemsize: int,
+    seq_len: int,
+    vocab_size: int,
+    flags: int = FLAG_SAMPLE_CHECKSUMS,
 ) -> bytes:
-    header = _INDEX_HEADER.pack(INDEX_MAGIC, FORMAT_VERSION, itemsize, seq_len, 0, vocab_size, len(records))
+    header = _INDEX_HEADER.pack(
+        INDEX_MAGIC, FORMAT_VERSION, itemsize, seq_len, flags, vocab_size, len(records)
+    )
     body = header + records.astype(INDEX_RECORD_DTYPE).tobytes() + doclens.astype("<i4").tobytes()
     return body + struct.pack("<Q", xxhash.xxh3_64_intdigest(body))
 
@@ -291,6 +315,7 @@ class RowIndex:
     # loader can gather a batch's records and document lengths with one ``bytes.join`` each.
     record_bytes: memoryview = _NO_BYTES
     doclens_bytes: memoryview = _NO_BYTES
+    flags: int = 0
 
     @property
     def rows(self) -> int:
@@ -309,7 +334,7 @@ def decode_index(data: bytes | memoryview, source: str = "<index>") -> RowIndex:
     (footer,) = struct.unpack("<Q", buf[-8:])
     if xxhash.xxh3_64_intdigest(buf[:-8]) != footer:
         raise CorruptIndexError(f"{source}: index checksum mismatch")
-    magic, version, itemsize, seq_len, _, vocab_size, n_rows = _INDEX_HEADER.unpack_from(buf, 0)
+    magic, version, itemsize, seq_len, flags, vocab_size, n_rows = _INDEX_HEADER.unpack_from(buf, 0)
     if magic != INDEX_MAGIC or version != FORMAT_VERSION:
         raise CorruptIndexError(f"{source}: not an fm_loader row index (magic={magic!r}, version={version})")
     start = _INDEX_HEADER.size
@@ -318,7 +343,7 @@ def decode_index(data: bytes | memoryview, source: str = "<index>") -> RowIndex:
     doclens = np.frombuffer(buf[end:-8], dtype="<i4")
     raw = buf[start:end].cast("B")
     words = raw.cast("Q") if sys.byteorder == "little" else np.frombuffer(raw, "<u8")
-    return RowIndex(records, doclens, itemsize, seq_len, vocab_size, words, raw, buf[end:-8].cast("B"))
+    return RowIndex(records, doclens, itemsize, seq_len, vocab_size, words, raw, buf[end:-8].cast("B"), flags)
 
 
 def decode_row(tar_bytes: bytes | memoryview, index: RowIndex, row: int) -> PackedRow:

@@ -3,8 +3,8 @@ recorded, and say how to repair what is damaged.
 
 What is checked: every current stage output of every batch (each file's size and sha256 from its
 ``_SUCCESS.json``), the content-addressed store (each object's sha256 is its name), the landed raw files
-(against ``_batch.json``), and each dataset release's manifest (every shard it references exists with the
-sha256 the manifest records). ``quick=True`` checks presence and sizes only (one listing per output).
+(against ``_batch.json``), and each dataset release (``fm_loader.verify``: every shard's size and sha256
+against the manifest, and every sample's bytes, all members and tar headers, against its index). ``quick=True`` checks presence and sizes only (one listing per output).
 """
 
 from __future__ import annotations
@@ -146,6 +146,7 @@ def verify_landing(store: ObjectStore, report: VerifyReport, batches: set[str] |
 def verify_releases(store: ObjectStore, report: VerifyReport, dataset: str | None, quick: bool) -> set[str]:
     """Check each release's shard references; returns the batches the checked releases hold."""
     from fm_loader.manifest import DatasetManifest
+    from fm_loader.verify import verify_dataset
 
     batches: set[str] = set()
     names = [dataset] if dataset else [p.rsplit("/", 1)[-1] for p in store.list("datasets")]
@@ -162,18 +163,28 @@ def verify_releases(store: ObjectStore, report: VerifyReport, dataset: str | Non
         manifest = DatasetManifest.from_json(store.read_bytes(layout.dataset_manifest(name, version)))
         report.releases_checked += 1
         batches.update(manifest.extra.get("batches", []))
-        for entry in manifest.shards:
-            rel = layout.normalize_path(f"{folder}/{entry.path}")
-            if not store.exists(rel):
-                problem = "is missing"
-            elif not quick and _sha256(store, rel) != entry.sha256:
-                problem = "does not match the sha256 in the release manifest"
-            else:
-                continue
-            where = layout.stage_output_of(rel)
-            fix = repair_command("shard", where[1]) if where else "fm run"
-            report.findings.append(Finding("release", rel, f"{problem} (release {name}@{version})", fix))
+        if quick:
+            for entry in manifest.shards:
+                rel = layout.normalize_path(f"{folder}/{entry.path}")
+                if not store.exists(rel):
+                    report.findings.append(_release_finding(rel, f"is missing (release {name}@{version})"))
+            continue
+        # every shard's sha256, then every sample's bytes (all members, headers) against the index
+        checked = verify_dataset(store.uri(layout.dataset_manifest(name, version)), store.storage_options)
+        for problem in checked.problems:
+            rel = layout.normalize_path(f"{folder}/{problem.shard}")
+            row = f" row {problem.row}" if problem.row is not None else ""
+            report.findings.append(
+                _release_finding(
+                    rel, f"{row.strip() + ': ' if row else ''}{problem.what} (release {name}@{version})"
+                )
+            )
     return batches
+
+
+def _release_finding(rel: str, problem: str) -> Finding:
+    where = layout.stage_output_of(rel)
+    return Finding("release", rel, problem, repair_command("shard", where[1]) if where else "fm run")
 
 
 def verify_root(

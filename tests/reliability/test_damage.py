@@ -112,3 +112,15 @@ def test_damaged_unit_marker_is_repaired(root: Root) -> None:
     _assert_verify_finds(root, marker.name)
     _assert_repaired(root, before, "--stage", "filter")
     assert (root.path / layout.success_marker(prefix)).exists()
+
+
+def test_damaged_json_member_of_a_released_shard_is_located_to_its_row(root: Root) -> None:
+    import tarfile
+
+    shard = root.output_file("shard", "*.tar")
+    with tarfile.open(shard) as tar:
+        member = [m for m in tar.getmembers() if m.name.endswith(".json")][1]
+    flip_bit(shard, member.offset_data + 3)
+    verify = root.fm("verify")
+    assert verify.returncode == 1
+    assert "row 1: sample bytes" in verify.stderr and shard.name in verify.stderr, verify.stderr
