@@ -41,12 +41,13 @@ from fm_loader.format import EncodedShard, PackedRow, ShardInfo, encode_shard
 from fm_loader.loader import Loader, PinningError
 from fm_loader.manifest import DatasetManifest, ShardEntry
 from fm_loader.rows import read_rows
-from fm_loader.sources import CorruptRowError
+from fm_loader.sources import CorruptRowError, CorruptShardError
 
 __all__ = [
     "IGNORE_INDEX",
     "SOURCE_SHIFT",
     "CorruptRowError",
+    "CorruptShardError",
     "DatasetManifest",
     "EncodedShard",
     "Loader",

@@ -36,7 +36,7 @@ import xxhash
 from fm_loader.batching import BufferPool, chunk_rows, fill_batch, numpy_id_dtype
 from fm_loader.format import INDEX_RECORD_DTYPE, token_dtype_for
 from fm_loader.mixture import Mixture
-from fm_loader.sources import CorruptRowError, ManifestSource, ShardRows, TarShardRows
+from fm_loader.sources import CorruptRowError, CorruptShardError, ManifestSource, ShardRows, TarShardRows
 from fm_loader.stream import RowRefs
 
 logger = logging.getLogger(__name__)
@@ -124,6 +124,7 @@ class BatchAssembler:
         self.skip_corrupt = skip_corrupt
         self.max_open = max_open
         self.corrupt_rows_skipped = 0
+        self.lost_shards: dict[int, str] = {}  # shards that could not be opened (skip_corrupt): key -> why
         self.last_counts: tuple[int, int] = (0, 0)  # (real tokens, real rows) of the last batch assembled
         self._id_dtype = numpy_id_dtype(input_ids_dtype)
         self._pooled_batches = pooled_batches
@@ -179,6 +180,33 @@ class BatchAssembler:
             for key in [k for k in by_age if k not in distinct][:excess]:
                 self._close_shard(key)
 
+    def _without_lost_shards(self, refs: RowRefs) -> RowRefs:
+        """``refs`` with the rows of shards that cannot be opened turned into padding (``skip_corrupt``): each
+        such shard is logged once and its rows counted in ``corrupt_rows_skipped``."""
+        keys = (refs.source << KEY_SHIFT) | refs.shard
+        for key in _distinct(keys.tolist()):
+            if key in self._views or key in self.lost_shards:
+                continue
+            try:
+                self._open_shard(key)
+                self._last_used[key] = self._tick
+            except CorruptShardError as exc:
+                logger.warning("skipping every row of %s", exc)
+                self.lost_shards[key] = str(exc)
+        if not self.lost_shards:
+            return refs
+        lost = np.isin(keys, np.fromiter(self.lost_shards, np.int64)) & (refs.source >= 0)
+        if not lost.any():
+            return refs
+        self.corrupt_rows_skipped += int(lost.sum())
+        keep = ~lost
+        return RowRefs(
+            np.where(keep, refs.source, -1),
+            np.where(keep, refs.shard, 0),
+            np.where(keep, refs.row, 0),
+            np.where(keep, refs.sample_id, -1),
+        )
+
     def _reader(self, key: int) -> ShardRows:
         self._ensure_open((key,))
         return self._open[key]
@@ -189,6 +217,8 @@ class BatchAssembler:
         Args:
             refs: Rows of a coming batch.
         """
+        if self.skip_corrupt:
+            refs = self._without_lost_shards(refs)
         keys = ((refs.source << KEY_SHIFT) | refs.shard).tolist()
         distinct = _distinct(keys)
         if len(distinct) <= self.max_open:
@@ -312,6 +342,8 @@ class BatchAssembler:
             CorruptRowError: A row failed its checksum twice and ``skip_corrupt`` is off, or a shard's index
                 does not match the manifest.
         """
+        if self.skip_corrupt:
+            refs = self._without_lost_shards(refs)
         count = len(refs.source)
         out = self._pool(count).acquire()
         keys = ((refs.source << KEY_SHIFT) | refs.shard).tolist()

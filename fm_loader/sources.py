@@ -25,7 +25,7 @@ from fm_loader.format import (
     decode_index,
     row_checksum,
 )
-from fm_loader.manifest import DatasetManifest
+from fm_loader.manifest import DatasetManifest, ShardEntry
 from fm_loader.storage import ShardCache, is_remote, read_bytes
 
 logger = logging.getLogger(__name__)
@@ -50,6 +50,21 @@ class CorruptRowError(RuntimeError):
         super().__init__(f"corrupt row {row} in shard {shard}: {detail}")
         self.shard = shard
         self.row = row
+
+
+class CorruptShardError(CorruptRowError):
+    """A whole shard (its tar or its row index) is missing, unreadable or does not match the manifest.
+
+    Attributes:
+        shard: Path or URI of the shard's tar.
+        manifest: The manifest that lists it.
+    """
+
+    def __init__(self, shard: str, manifest: str, detail: str) -> None:
+        RuntimeError.__init__(self, f"shard {shard} (listed in {manifest or 'the manifest'}): {detail}")
+        self.shard = shard
+        self.row = -1
+        self.manifest = manifest
 
 
 @dataclass
@@ -243,6 +258,13 @@ class ManifestSource(Source):
     def open_shard(self, shard: int) -> TarShardRows:
         entry = self.manifest.shards[shard]
         tar_uri = self.manifest.shard_uri(entry)
+        try:
+            return self._open(entry, tar_uri)
+        except OSError as exc:
+            detail = f"missing or unreadable ({type(exc).__name__}: {exc}); `fm verify` lists the damage"
+            raise CorruptShardError(tar_uri, self.manifest.location, detail) from exc
+
+    def _open(self, entry: ShardEntry, tar_uri: str) -> TarShardRows:
         index_uri = self.manifest.index_uri(entry)
         index_bytes = read_bytes(self.cache.get(index_uri))
         if entry.index_sha256 and hashlib.sha256(index_bytes).hexdigest() != entry.index_sha256:
