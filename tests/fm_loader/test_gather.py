@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from loader_helpers import collect, make_dataset
 
-from fm_loader import CorruptRowError, DatasetManifest, Loader, ShardEntry, batching
+from fm_loader import CorruptRowError, CorruptShardError, DatasetManifest, Loader, ShardEntry, batching
 from fm_loader.format import decode_index
 from fm_loader.order import SourceOrder
 from fm_loader.sources import TarShardRows
@@ -139,7 +139,7 @@ def test_loader_start_opens_no_shard(tmp_path):
     loader = Loader(str(tmp_path / "manifest.json"), global_batch_size=8)
     refs = loader.stream.rows(0, 0, 8)  # the plan needs no shard
     assert len(set(refs.shard.tolist())) > 1
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(CorruptShardError, match="missing or unreadable"):
         next(iter(loader))
 
 
