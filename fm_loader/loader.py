@@ -93,6 +93,39 @@ class _WorkerBatches(torch.utils.data.IterableDataset):
             local.close()
 
 
+STATE_KEYS = {"format": str, "fingerprint": str, "seed": int, "epoch": int, "rows_consumed": int}
+
+
+def validate_state(state: Any, epochs: int | None, epoch_rows: int) -> None:
+    """Refuse a loader state that is not one ``state_dict`` wrote, or that points past the stream's end."""
+    example = f"{{'format': {STATE_FORMAT!r}, 'fingerprint': '<16 hex>', 'seed': 0, 'epoch': 0, 'rows_consumed': 0}}"
+    if not isinstance(state, dict):
+        raise ValueError(f"a loader state is a dict like {example}, got {type(state).__name__}")
+    if state.get("format") != STATE_FORMAT:
+        raise ValueError(
+            f"not an fm_loader state (format {state.get('format')!r}, expected {STATE_FORMAT!r}): {example}"
+        )
+    for key, kind in STATE_KEYS.items():
+        if key not in state:
+            raise ValueError(f"loader state has no {key!r}; a state_dict() looks like {example}")
+        if not isinstance(state[key], kind) or isinstance(state[key], bool):
+            raise ValueError(f"loader state {key!r} must be {kind.__name__}, got {state[key]!r}")
+    if state["epoch"] < 0 or not 0 <= state["rows_consumed"] <= epoch_rows:
+        raise ValueError(
+            f"loader state position (epoch {state['epoch']}, row {state['rows_consumed']}) is outside the stream "
+            f"(epochs of {epoch_rows} rows)"
+        )
+    position = (state["epoch"], state["rows_consumed"])
+    if epochs is not None and position > (epochs, 0):
+        raise ValueError(
+            f"loader state is past the end: epoch {state['epoch']} row {state['rows_consumed']}, but this loader "
+            f"has {epochs} epoch(s) of {epoch_rows} rows; nothing would be left to read (raise epochs=, or start "
+            "from a fresh state)"
+        )
+    if epochs is not None and position == (epochs, 0):
+        logger.warning("loader state is at the end of its %d epoch(s): this loader yields no batch", epochs)
+
+
 class Loader:
     """Deterministic, elastic, resumable batches of packed rows for one rank.
 
@@ -264,11 +297,11 @@ class Loader:
             strict: If True, refuse a state saved for another stream (other data or seed).
 
         Raises:
-            ValueError: ``state`` is not an fm_loader state, or ``strict`` and its fingerprint or seed
-                differ from this loader's.
+            ValueError: ``state`` is not an fm_loader state (the message names the missing or invalid key and
+                shows a valid state), points past the end of this loader's epochs, or ``strict`` and its
+                fingerprint or seed differ from this loader's.
         """
-        if state.get("format") != STATE_FORMAT:
-            raise ValueError(f"not an fm_loader state: {state!r}")
+        validate_state(state, self.epochs, self.epoch_rows)
         if strict and (state["fingerprint"] != self.stream.fingerprint or state["seed"] != self.seed):
             raise ValueError(
                 f"state belongs to another stream (fingerprint {state['fingerprint']} seed {state['seed']}, this "

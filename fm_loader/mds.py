@@ -152,7 +152,10 @@ class _PackedShard(ShardRows):
 
 
 class MDSTokenSource(Source):
-    """A pre-tokenized MDS dataset; every sample is one row."""
+    """A pre-tokenized MDS dataset. By default every sample is one row (at most ``seq_len`` tokens); with
+    ``pack: true`` every sample is a whole document, packed into rows like the text path (next-fit within a
+    shard: documents kept whole unless longer than a row, then split; row counts computed once at start from
+    the shards and cached, so the stream is known before the first batch and the same on every rank)."""
 
     def __init__(self, uri: str, options: dict[str, Any], cache: ShardCache | None = None) -> None:
         self.cache = cache or ShardCache()
@@ -164,33 +167,72 @@ class MDSTokenSource(Source):
         self.vocab_size = int(options["vocab_size"])
         self.tokenizer_hash = str(options.get("tokenizer_hash", ""))
         self.eos = options.get("eos_token_id")
-        self.shard_rows = np.array([s["samples"] for s in self.index.shards], dtype=np.int64)
-        self.max_docs_per_row = 0 if self.eos is not None else 1
+        self.pack = bool(options.get("pack", False))
+        self.max_docs_per_row = 0 if self.eos is not None or self.pack else 1
+        if self.pack:
+            self._counts_path = os.path.join(
+                self.cache.folder,
+                "mds-token-rows",
+                hashlib.sha256(self._key().encode()).hexdigest()[:24] + ".json",
+            )
+            self.shard_rows = self._packed_row_counts()
+        else:
+            self.shard_rows = np.array([s["samples"] for s in self.index.shards], dtype=np.int64)
+
+    def _key(self) -> str:
+        return f"{hashlib.sha256(self.index.raw_index).hexdigest()}|{self.column}|{self.dtype}|{self.seq_len}|pack"
 
     @property
     def fingerprint(self) -> str:
         h = hashlib.sha256(self.index.raw_index)
-        h.update(f"|{self.column}|{self.dtype}|{self.seq_len}|{self.eos}".encode())
+        h.update(
+            f"|{self.column}|{self.dtype}|{self.seq_len}|{self.eos}{'|pack' if self.pack else ''}".encode()
+        )
         return h.hexdigest()[:16]
 
     def shard_label(self, shard: int) -> str:
         return f"{self.index.uri}/{self.index.shards[shard]['raw_data']['basename']}"
 
-    def open_shard(self, shard: int) -> ShardRows:
+    def _samples(self, shard: int) -> list[np.ndarray]:
         info = self.index.shards[shard]
         col, sizes = _column(info, self.column)
         encoding = info["column_encodings"][col]
         view, offsets = _samples(self.index.shard_bytes(shard))
-        arrays, docs = [], []
-        for i in range(len(offsets) - 1):
-            arr = decode_ndarray(
+        return [
+            decode_ndarray(
                 encoding, _sample_column(view, int(offsets[i]), int(offsets[i + 1]), col, sizes), self.dtype
             )
+            for i in range(len(offsets) - 1)
+        ]
+
+    def _packed_row_counts(self) -> np.ndarray:
+        if os.path.exists(self._counts_path):
+            with open(self._counts_path) as f:
+                return np.asarray(json.load(f), dtype=np.int64)
+        counts = [
+            len(pack_next_fit(self._samples(i), self.seq_len)[1]) - 1 for i in range(len(self.index.shards))
+        ]
+        write_bytes_atomic(self._counts_path, json.dumps(counts).encode())
+        return np.asarray(counts, dtype=np.int64)
+
+    def open_shard(self, shard: int) -> ShardRows:
+        arrays = self._samples(shard)
+        if self.pack:
+            tokens, starts, docs = pack_next_fit(arrays, self.seq_len)
+            if len(starts) - 1 != self.shard_rows[shard]:
+                raise CorruptRowError(
+                    self.shard_label(shard), -1, "packing is not reproducible (row count changed)"
+                )
+            return _PackedShard(tokens, starts, docs, tokens.dtype.itemsize)
+        docs = []
+        for i, arr in enumerate(arrays):
             if len(arr) > self.seq_len:
                 raise CorruptRowError(
-                    self.shard_label(shard), i, f"{len(arr)} tokens > seq_len {self.seq_len}"
+                    self.shard_label(shard),
+                    i,
+                    f"{len(arr)} tokens > seq_len {self.seq_len}; if this column holds whole documents, add "
+                    "'pack: true' to the source so they are packed into rows",
                 )
-            arrays.append(arr)
             docs.append(_split_at_eos(arr, self.eos))
         tokens = np.concatenate(arrays) if arrays else np.zeros(0, np.int64)
         starts = np.concatenate([[0], np.cumsum([len(a) for a in arrays])]).astype(np.int64)

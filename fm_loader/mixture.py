@@ -13,6 +13,10 @@ A mixture YAML (paths are relative to the YAML file)::
         tokenizer_hash: gpt2-abc
         vocab_size: 50257
         weight: 1
+      - mds: ./mds-documents             # MDS token column of whole documents: packed into rows
+        pack: true
+        seq_len: 2048
+        vocab_size: 50257
       - mds: ./mds-text                  # MosaicML MDS, text column tokenized and packed on the fly
         text_column: text
         tokenizer: ./tokenizer.json
@@ -20,6 +24,7 @@ A mixture YAML (paths are relative to the YAML file)::
 
 A source with neither ``weight`` nor ``choose`` contributes one full pass per epoch. ``weight`` sources
 split ``epoch_rows`` (default: their total rows) by largest remainder, so counts are exact integers.
+``validate_spec`` refuses a spec that cannot work with a message naming the key, the source and what to write.
 """
 
 from __future__ import annotations
@@ -57,9 +62,91 @@ def apportion(weights: list[float], total: int) -> list[int]:
     return counts
 
 
+TOP_KEYS = {"sources", "epoch_rows", "window_rows", "seq_len", "tokenizer_hash", "vocab_size"}
+SHARE_KEYS = {"weight", "choose", "name"}
+MANIFEST_KEYS = {"manifest"} | SHARE_KEYS
+MDS_KEYS = {"mds", "column", "dtype", "seq_len", "vocab_size", "tokenizer_hash", "eos_token_id", "pack",
+            "text_column", "tokenizer"} | SHARE_KEYS  # fmt: skip
+
+
+class MixtureError(ValueError):
+    """A mixture spec that cannot work; the message names the key, the source and what to write."""
+
+
+def _label(i: int, entry: Any) -> str:
+    if isinstance(entry, dict):
+        for key in ("manifest", "mds"):
+            if key in entry:
+                return f"source {i + 1} ({key}: {entry[key]})"
+    return f"source {i + 1}"
+
+
+def validate_spec(spec: Any) -> None:
+    """Refuse a mixture spec with a message saying which key of which source is wrong and what to write."""
+    if not isinstance(spec, dict):
+        raise MixtureError(f"a mixture is a mapping with a 'sources' list, got {type(spec).__name__}")
+    unknown = set(spec) - TOP_KEYS
+    if unknown:
+        raise MixtureError(
+            f"unknown mixture key(s) {sorted(unknown)}; allowed at the top: {sorted(TOP_KEYS)}"
+        )
+    entries = spec.get("sources")
+    if not isinstance(entries, list) or not entries:
+        raise MixtureError(
+            "a mixture needs a non-empty 'sources' list, e.g. sources: [{manifest: web/manifest.json}]"
+        )
+    for key in ("epoch_rows", "window_rows"):
+        if key in spec and (not isinstance(spec[key], int) or spec[key] <= 0):
+            raise MixtureError(f"'{key}' must be a positive integer, got {spec[key]!r}")
+    for i, entry in enumerate(entries):
+        label = _label(i, entry)
+        if not isinstance(entry, dict):
+            raise MixtureError(
+                f"{label}: each source is a mapping like {{manifest: path, weight: 1}}, got {entry!r}"
+            )
+        kinds = [k for k in ("manifest", "mds") if k in entry]
+        if len(kinds) != 1:
+            raise MixtureError(f"{label}: give exactly one of 'manifest' (fm shards) or 'mds' (MosaicML MDS)")
+        allowed = MANIFEST_KEYS if kinds[0] == "manifest" else MDS_KEYS
+        unknown = set(entry) - allowed
+        if unknown:
+            raise MixtureError(f"{label}: unknown key(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+        if "weight" in entry and "choose" in entry:
+            raise MixtureError(
+                f"{label}: give 'weight' (a share of epoch_rows) or 'choose' (exact rows), not both"
+            )
+        weight = entry.get("weight", 1)
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight <= 0:
+            raise MixtureError(f"{label}: 'weight' must be a number > 0, got {weight!r}")
+        choose = entry.get("choose", 0)
+        if isinstance(choose, bool) or not isinstance(choose, int) or choose < 0:
+            raise MixtureError(f"{label}: 'choose' must be a whole number of rows >= 0, got {choose!r}")
+        if kinds[0] == "mds":
+            merged = {
+                **{k: spec[k] for k in ("seq_len", "vocab_size", "tokenizer_hash") if k in spec},
+                **entry,
+            }
+            needed = ["seq_len"] + (["tokenizer"] if "text_column" in entry else ["vocab_size"])
+            for key in needed:
+                if key not in merged:
+                    raise MixtureError(
+                        f"{label}: '{key}' is missing; add e.g. `{key}: {_EXAMPLES[key]}` to this source "
+                        "(or, for seq_len and vocab_size, once at the top of the mixture)"
+                    )
+
+
+_EXAMPLES = {"seq_len": 2048, "vocab_size": 50257, "tokenizer": "./tokenizer.json"}
+
+
 def _make_source(entry: dict[str, Any], base: str, cache: ShardCache, defaults: dict[str, Any]) -> Source:
     if "manifest" in entry:
-        manifest = DatasetManifest.load(resolve_uri(base, entry["manifest"]), cache.storage_options)
+        path = resolve_uri(base, entry["manifest"])
+        try:
+            manifest = DatasetManifest.load(path, cache.storage_options)
+        except FileNotFoundError:
+            raise MixtureError(
+                f"manifest {entry['manifest']!r} not found (looked at {path}); paths are relative to the mixture file"
+            ) from None
         return ManifestSource(manifest, cache=cache, name=entry.get("name", ""))
     if "mds" in entry:
         from fm_loader.mds import MDSTextSource, MDSTokenSource
@@ -91,16 +178,13 @@ def load_mixture(source: Any, cache: ShardCache | None = None) -> Mixture:
         spec = source
     else:
         raise TypeError(f"unsupported source {source!r}")
-    entries = spec.get("sources") or []
-    if not entries:
-        raise ValueError("a mixture needs at least one source")
+    validate_spec(spec)
+    entries = spec["sources"]
     defaults = {k: spec[k] for k in ("seq_len", "tokenizer_hash", "vocab_size") if k in spec}
     sources = [_make_source(e, base, cache, defaults) for e in entries]
     counts: list[int | None] = []
     weighted: list[int] = []
     for i, (entry, src) in enumerate(zip(entries, sources, strict=True)):
-        if "choose" in entry and "weight" in entry:
-            raise ValueError(f"source {src.name}: give 'weight' or 'choose', not both")
         if "choose" in entry:
             counts.append(int(entry["choose"]))
         elif "weight" in entry:

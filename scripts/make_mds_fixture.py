@@ -5,6 +5,8 @@ output. Run: ``python scripts/make_mds_fixture.py``. Output is deterministic for
 
 * ``tokens/``  - column ``tokens`` (``ndarray:uint16``), zstd-compressed shards, 60 samples of <= 32 tokens.
 * ``text/``    - column ``text`` (``str``), uncompressed, 40 short documents.
+* ``documents/`` - column ``tokens`` (``ndarray:uint16``), zstd, 30 whole documents of 50-3,000 tokens (some
+  longer than a 2,048-token row): what a pre-tokenized document dataset looks like.
 * ``tokens_expected.json`` / ``text_expected.json`` - what was written, for the tests to compare against.
 * ``tokenizer.json`` - a tiny BPE trained on the text documents with ``tokenizers``.
 """
@@ -75,7 +77,7 @@ def main() -> None:
     streaming = _import_streaming()
     rng = np.random.default_rng(1234)
     out = os.path.abspath(OUT)
-    for sub in ("tokens", "text"):
+    for sub in ("tokens", "text", "documents"):
         shutil.rmtree(os.path.join(out, sub), ignore_errors=True)
 
     with streaming.MDSWriter(
@@ -99,6 +101,19 @@ def main() -> None:
             writer.write({"text": text})
     with open(os.path.join(out, "text_expected.json"), "w") as f:
         json.dump(texts, f)
+
+    with streaming.MDSWriter(
+        out=os.path.join(out, "documents"),
+        columns={"tokens": "ndarray:uint16"},
+        compression="zstd",
+        hashes=["xxh64"],
+        size_limit=40_000,
+    ) as writer:
+        documents = [rng.integers(0, 50000, int(rng.integers(50, 3001))).astype(np.uint16) for _ in range(30)]
+        for document in documents:
+            writer.write({"tokens": document})
+    with open(os.path.join(out, "documents_expected.json"), "w") as f:
+        json.dump([d.tolist() for d in documents], f)
 
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
