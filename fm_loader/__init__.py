@@ -36,12 +36,44 @@ interleave math), ``stream`` (global stream), ``mixture`` (YAML mixtures), ``sou
 batch), ``loader``, ``rows`` (``read_rows``).
 """
 
-from fm_loader.batching import IGNORE_INDEX, SOURCE_SHIFT
-from fm_loader.format import EncodedShard, PackedRow, ShardInfo, encode_shard
-from fm_loader.loader import Loader, PinningError
-from fm_loader.manifest import DatasetManifest, ShardEntry
-from fm_loader.rows import read_rows
-from fm_loader.sources import CorruptRowError, CorruptShardError
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Names resolve on first use: the pipeline imports fm_loader.format / .manifest to write shards and must not
+# pay for torch (about a second) in every process that only writes them.
+_EXPORTS = {
+    "IGNORE_INDEX": "fm_loader.batching",
+    "SOURCE_SHIFT": "fm_loader.batching",
+    "EncodedShard": "fm_loader.format",
+    "PackedRow": "fm_loader.format",
+    "ShardInfo": "fm_loader.format",
+    "encode_shard": "fm_loader.format",
+    "Loader": "fm_loader.loader",
+    "PinningError": "fm_loader.loader",
+    "DatasetManifest": "fm_loader.manifest",
+    "ShardEntry": "fm_loader.manifest",
+    "read_rows": "fm_loader.rows",
+    "CorruptRowError": "fm_loader.sources",
+    "CorruptShardError": "fm_loader.sources",
+}
+
+if TYPE_CHECKING:
+    from fm_loader.batching import IGNORE_INDEX, SOURCE_SHIFT
+    from fm_loader.format import EncodedShard, PackedRow, ShardInfo, encode_shard
+    from fm_loader.loader import Loader, PinningError
+    from fm_loader.manifest import DatasetManifest, ShardEntry
+    from fm_loader.rows import read_rows
+    from fm_loader.sources import CorruptRowError, CorruptShardError
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'fm_loader' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
 
 __all__ = [
     "IGNORE_INDEX",
