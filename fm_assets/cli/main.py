@@ -72,6 +72,8 @@ def cmd_land(args: argparse.Namespace, settings: Settings) -> int:
         for entry in manifest.skipped[:20]:
             target = f" -> {entry['target']}" if "target" in entry else ""
             console.print(f"  {entry['path']}{target}: {entry['reason']}", highlight=False)
+        if len(manifest.skipped) > 20:
+            console.print(f"  ... and {len(manifest.skipped) - 20} more", highlight=False)
     out.print(manifest.batch, highlight=False)
     return 0
 

@@ -3,33 +3,44 @@
 ``landing/<batch>/files/<relpath>`` holds the raw files as delivered; ``landing/<batch>/_batch.json``
 is written LAST, so its presence means the batch is complete (the sensor relies on that).
 
-What is read from SRC, by one rule each (``select_source_files``), every skipped path recorded with its
-reason in the manifest (``skipped``) and in ``fm land``'s summary, never silently:
+What is read from SRC, by one rule each (``select_source_files``); nothing is dropped silently: every
+skipped path is recorded with its reason in the manifest (``skipped: [{path, reason[, target]}]``) and
+printed by ``fm land``, and the rest lands (only a SRC with nothing left to land is refused):
 
-* symlinks are never followed: a link whose target leaves SRC is refused (``symlink_outside_source``: nothing
-  outside the folder the user named is ever read), a link that stays inside is skipped
-  (``symlink_inside_source``: its target lands as itself), so no file lands twice and no loop exists;
+* symlinks (to files or folders) are never followed: a link whose target leaves SRC is refused
+  (``symlink_outside_source``: nothing outside the folder the user named is ever read); a link that stays
+  inside is skipped (``symlink_inside_source``): its target lands as itself, once, so no file lands twice
+  and no folder loop exists;
 * hidden paths (any component starting with ``.``: ``.git/``, ``.env``) and OS metadata (``__MACOSX/``,
-  ``Thumbs.db``, ``desktop.ini``) are skipped (``hidden`` / ``os_metadata``).
+  ``Thumbs.db``, ``desktop.ini``) are skipped (``hidden`` / ``os_metadata``; a skipped folder is one entry);
+* FIFOs, sockets and devices are skipped (``not_a_regular_file``).
 
-``_batch.sha256`` (written just before ``_batch.json``) holds the sha256 of ``_batch.json``'s bytes; every
-read verifies it, so a manifest edited after landing (another licence or namespace) is refused instead of
-half-applied. Batches landed before the sidecar existed are read with a warning (legacy).
+Files are read only through descriptors opened without following links whose device and inode match what
+the walk saw, so a path swapped for a link while landing is refused, not followed.
+
+``_batch.sha256`` (written just before ``_batch.json``, which stays the completion marker) holds the sha256
+of ``_batch.json``'s bytes; every read verifies it, so a manifest edited after landing (another licence or
+namespace) is refused instead of half-applied, and the land stage keys on it. Batches landed before the
+sidecar existed are legacy: read unverified, with a warning.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
 import logging
 import os
 import re
-from dataclasses import dataclass, field
+import stat
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from fm_assets.engine.store import ObjectStore, sha256_file
+from fm_assets.engine.store import ObjectStore
 
 NAMESPACES = ("cloud", "on_device", "quarantine")
 SPDX_PATTERN = re.compile(
@@ -38,9 +49,10 @@ SPDX_PATTERN = re.compile(
 BATCH_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
 OS_METADATA = frozenset({"__MACOSX", "Thumbs.db", "desktop.ini", "Icon\r"})
 MANIFEST_HASH = "_batch.sha256"
+_CHUNK = 1 << 20
 
 log = logging.getLogger(__name__)
-_LEGACY_WARNED: set[str] = set()
+_LEGACY_WARNED: set[tuple[str, str]] = set()
 
 
 class LandingError(ValueError):
@@ -55,6 +67,7 @@ class BatchManifest:
     namespace: str
     files: tuple[dict[str, Any], ...]  # {"path": rel under files/, "sha256", "bytes"}
     skipped: tuple[dict[str, str], ...] = field(default=())  # {"path", "reason"[, "target"]}: not landed
+    sha256: str = field(default="", compare=False)  # of the committed _batch.json bytes ("" before commit)
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> BatchManifest:
@@ -100,6 +113,7 @@ def validate_landing_args(source: str, license_id: str | None, namespace: str) -
 
 
 def _skip_reason(rel_parts: tuple[str, ...]) -> str | None:
+    """The one rule for names never landed: OS metadata, then hidden (any component starting with '.')."""
     if any(part in OS_METADATA for part in rel_parts):
         return "os_metadata"
     if any(part.startswith(".") for part in rel_parts):
@@ -107,41 +121,118 @@ def _skip_reason(rel_parts: tuple[str, ...]) -> str | None:
     return None
 
 
-def select_source_files(src: Path) -> tuple[list[tuple[Path, str]], list[dict[str, str]]]:
-    """(files to land as (path, rel), skipped paths with reasons) under ``src``; see the module doc."""
+@dataclass(frozen=True)
+class SourceFile:
+    """A regular file found inside SRC; (dev, ino, size) pin the very file the walk saw."""
+
+    path: Path
+    rel: str
+    dev: int
+    ino: int
+    size: int
+
+
+def _link_entry(link: Path, rel: str, root: Path) -> dict[str, str]:
+    target = Path(os.path.realpath(link))
+    inside = target == root or root in target.parents
+    return {
+        "path": rel,
+        "reason": "symlink_inside_source" if inside else "symlink_outside_source",
+        "target": target.relative_to(root).as_posix() if inside else str(target),
+    }
+
+
+def select_source_files(src: Path) -> tuple[list[SourceFile], list[dict[str, str]]]:
+    """(files to land, skipped paths with reasons) under ``src``; see the module doc.
+
+    ``os.fwalk`` lists each folder through a descriptor opened without following links, so a folder swapped
+    for a link during the walk is not entered either."""
     src = Path(src)
     if not src.exists() and not src.is_symlink():
         raise LandingError(f"{src} does not exist")
     root = src.resolve()  # SRC itself may be a link: the user named it
-    if root.is_file():
-        return [(root, src.name)], []
-    files: list[tuple[Path, str]] = []
+    if not root.is_dir():
+        st = root.stat()
+        if not stat.S_ISREG(st.st_mode):
+            raise LandingError(f"{src} is not a regular file or folder")
+        return [SourceFile(root, src.name, st.st_dev, st.st_ino, st.st_size)], []
+    files: list[SourceFile] = []
     skipped: list[dict[str, str]] = []
-    for folder, dirs, names in os.walk(root, followlinks=False):
+    for folder, dirs, names, dir_fd in os.fwalk(root, follow_symlinks=False):
         base = Path(folder)
+        descend = []
         for name in sorted([*dirs, *names]):
-            path = base / name
-            rel = path.relative_to(root)
-            reason = _skip_reason(rel.parts)
-            if path.is_symlink():
-                target = path.resolve()
-                inside = target == root or root in target.parents
-                entry = {
-                    "path": rel.as_posix(),
-                    "reason": "symlink_inside_source" if inside else "symlink_outside_source",
-                }
-                if not inside:
-                    entry["target"] = str(target)
-                skipped.append(entry)
-            elif reason is not None:  # skipped folders are not descended into: their files are not listed
-                skipped.append({"path": rel.as_posix() + ("/" if name in dirs else ""), "reason": reason})
-            elif name in names and path.is_file():
-                files.append((path, rel.as_posix()))
-        # never descend into skipped folders (hidden, metadata) or folder links (os.walk does not follow them)
-        dirs[:] = [d for d in dirs if _skip_reason((base / d).relative_to(root).parts) is None]
-    files.sort(key=lambda item: item[1])
+            rel = (base / name).relative_to(root).as_posix()
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            reason = _skip_reason(tuple(rel.split("/")))
+            if stat.S_ISLNK(st.st_mode):
+                skipped.append(_link_entry(base / name, rel, root))
+            elif reason is not None:  # a skipped folder is recorded once, its files are not listed
+                skipped.append({"path": rel + ("/" if stat.S_ISDIR(st.st_mode) else ""), "reason": reason})
+            elif stat.S_ISDIR(st.st_mode):
+                descend.append(name)
+            elif stat.S_ISREG(st.st_mode):
+                files.append(SourceFile(base / name, rel, st.st_dev, st.st_ino, st.st_size))
+            else:  # FIFO, socket, device: reading one could block or never end
+                skipped.append({"path": rel, "reason": "not_a_regular_file"})
+        dirs[:] = descend
+    files.sort(key=lambda item: item.rel)
     skipped.sort(key=lambda item: item["path"])
     return files, skipped
+
+
+@contextlib.contextmanager
+def _open_walked(file: SourceFile) -> Iterator[IO[bytes]]:
+    """``file`` opened for reading, refused unless it is still the regular file the walk saw: the last
+    component is not followed (O_NOFOLLOW) and the opened file's device and inode must match, so a path
+    swapped for a link (or behind a swapped folder) after the walk is never read."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(file.path, flags)
+    except OSError as exc:
+        raise LandingError(f"{file.path} changed while landing ({exc.strerror}); run fm land again") from None
+    handle = os.fdopen(fd, "rb")
+    with handle:
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino, st.st_size) != (file.dev, file.ino, file.size) or not stat.S_ISREG(
+            st.st_mode
+        ):
+            raise LandingError(f"{file.path} changed while landing (another file now); run fm land again")
+        yield handle
+
+
+def _hash_walked(file: SourceFile) -> str:
+    digest = hashlib.sha256()
+    with _open_walked(file) as handle:
+        while block := handle.read(_CHUNK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _copy_walked(store: ObjectStore, file: SourceFile, rel: str, sha: str) -> None:
+    """Copy ``file`` into the store at ``rel`` from the descriptor ``_open_walked`` checked (never by path),
+    hashing on the way: bytes that differ from the first read are refused."""
+    digest = hashlib.sha256()
+    with _open_walked(file) as handle:
+        if store.is_local:
+            target = store.local_path(rel)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+            with open(tmp, "wb") as out:
+                while block := handle.read(_CHUNK):
+                    digest.update(block)
+                    out.write(block)
+            if digest.hexdigest() == sha:
+                os.replace(tmp, target)
+            else:
+                tmp.unlink()
+        else:
+            with store.fs.open(store.uri(rel), "wb") as out:
+                while block := handle.read(_CHUNK):
+                    digest.update(block)
+                    out.write(block)
+    if digest.hexdigest() != sha:
+        raise LandingError(f"{file.path} changed while landing (its bytes differ); run fm land again")
 
 
 def land_batch(
@@ -164,28 +255,28 @@ def land_batch(
             else ""
         )
         raise LandingError(f"{src} holds no files to land{reasons}")
+    if skipped:  # fm land prints them; the manifest keeps every one
+        log.info("not landed: %d path(s), listed in _batch.json under 'skipped'", len(skipped))
     for entry in skipped:
-        log.warning("not landed: %s (%s)", entry["path"], entry["reason"])
-    described = [
-        {"path": rel, "sha256": sha256_file(path), "bytes": path.stat().st_size} for path, rel in files
-    ]
+        log.debug("not landed: %s (%s)", entry["path"], entry["reason"])
+    described = [{"path": f.rel, "sha256": _hash_walked(f), "bytes": f.size} for f in files]
     if batch_id is None:
         stamp = (now or dt.datetime.now(dt.timezone.utc)).strftime("%Y%m%dT%H%M%S%fZ")
         content = hashlib.sha256(repr([(f["path"], f["sha256"]) for f in described]).encode()).hexdigest()[:8]
         batch_id = f"{stamp}-{source}-{content}"
     if not BATCH_ID_PATTERN.match(batch_id):
         raise LandingError(f"batch id {batch_id!r} has characters that are not allowed")
-    if store.exists(f"landing/{batch_id}/_batch.json"):
+    if store.exists(layout_manifest(batch_id)):
         raise LandingError(f"batch {batch_id} already exists; landing is immutable, pick another id")
-    for path, rel in files:
-        store.put_file(path, f"landing/{batch_id}/files/{rel}")
+    for file, entry in zip(files, described, strict=True):
+        _copy_walked(store, file, f"landing/{batch_id}/files/{file.rel}", entry["sha256"])
     manifest = BatchManifest(batch_id, source, license_id, namespace, tuple(described), tuple(skipped))
     body = manifest_bytes(manifest)
     store.write_bytes(
         f"landing/{batch_id}/{MANIFEST_HASH}", (hashlib.sha256(body).hexdigest() + "\n").encode()
     )
     store.write_bytes(layout_manifest(batch_id), body)  # written last: the batch is complete
-    return manifest
+    return replace(manifest, sha256=hashlib.sha256(body).hexdigest())
 
 
 def manifest_bytes(manifest: BatchManifest) -> bytes:
@@ -207,25 +298,29 @@ def list_complete_batches(store: ObjectStore) -> list[str]:
 
 
 def read_batch_manifest(store: ObjectStore, batch: str) -> BatchManifest:
-    """The batch's manifest, refused if its bytes are not the ones committed at landing."""
+    """The batch's manifest, refused if its bytes are not the ones committed at landing (``_batch.sha256``).
+
+    A batch landed before the sidecar existed (legacy) is read unverified, with a warning once per process."""
     rel = layout_manifest(batch)
     if not store.exists(rel):
         raise LandingError(f"batch {batch} is not complete (no {rel})")
     body = store.read_bytes(rel)
+    actual = hashlib.sha256(body).hexdigest()
     sidecar = f"landing/{batch}/{MANIFEST_HASH}"
     if store.exists(sidecar):
-        expected = store.read_bytes(sidecar).decode().strip()
-        actual = hashlib.sha256(body).hexdigest()
+        expected = store.read_bytes(sidecar).decode(errors="replace").strip()
         if actual != expected:
             raise LandingError(
-                f"batch {batch}: {store.uri(rel)} was changed after landing (sha256 {actual[:16]}..., landed as "
-                f"{expected[:16]}...). Landed batches are immutable, so its licence, namespace and files stay "
-                "as landed; to change them, restore the file and land the data again as a new batch"
+                f"batch {batch}: {store.uri(rel)} was changed after landing (sha256 {actual}, landed as "
+                f"{expected} in {MANIFEST_HASH}). Landed batches are immutable: its licence, namespace and files "
+                "stay as landed. Restore the original _batch.json, and to change them land the data again as a "
+                "new batch (fm land)"
             )
-    else:
+    elif (store.root, batch) not in _LEGACY_WARNED:
+        _LEGACY_WARNED.add((store.root, batch))
         log.warning(
             "batch %s was landed without %s (older version): its manifest cannot be verified",
             batch,
             MANIFEST_HASH,
         )
-    return BatchManifest.from_json(json.loads(body))
+    return replace(BatchManifest.from_json(json.loads(body)), sha256=actual)

@@ -44,7 +44,8 @@ class LandStage(Stage):
 
     def side_inputs(self, ctx: StageContext) -> SideInputs:
         manifest = read_batch_manifest(ctx.store, ctx.batch)
-        return SideInputs({"landing": manifest.data_version}, manifest)
+        # the manifest's own hash too: its licence/namespace go into every record
+        return SideInputs({"landing": manifest.data_version, "manifest": manifest.sha256}, manifest)
 
     def plan(self, ctx: StageContext) -> list[WorkUnit]:
         """Files in path order, grouped into units of about ``land_unit_bytes``: the unit count follows bytes,
