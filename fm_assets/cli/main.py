@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fm_assets.cli.tables import print_summary
-from fm_assets.engine.locks import RootBusyError, root_run_lock
+from fm_assets.engine.locks import RootBusyError, batch_run_locks
 from fm_assets.engine.store import ObjectStore, StorageUnavailableError
 from fm_assets.settings import Settings, load_settings
 
@@ -79,10 +79,11 @@ def cmd_land(args: argparse.Namespace, settings: Settings) -> int:
 
 
 @contextlib.contextmanager
-def exclusive_root(settings: Settings, *, wait: bool) -> Iterator[None]:
-    """Hold the root's run lock (another `fm run` or `fm repair` waits or stops) and clear dead runs' scratch."""
+def exclusive_batches(settings: Settings, batches: list[str], *, wait: bool) -> Iterator[None]:
+    """Hold the run locks of ``batches`` (another `fm run` or `fm repair` of one of them waits or stops) and
+    clear the scratch folders of killed runs."""
     store = _store(settings)
-    with root_run_lock(store, wait=wait):
+    with batch_run_locks(store, batches, wait=wait):
         removed = store.clean_stale_staging()
         if removed:
             console.print(f"removed {removed} scratch folder(s) left by killed runs")
@@ -102,7 +103,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     if args.verify:
         settings = settings.model_copy(update={"verify_cache_hits": "full"})
     try:
-        with exclusive_root(settings, wait=args.wait):
+        with exclusive_batches(settings, args.batches or landed, wait=args.wait):
             failures = run_batches(
                 settings, args.batches or None, release=not args.no_release, console=console
             )
@@ -225,7 +226,7 @@ def cmd_repair(args: argparse.Namespace, settings: Settings) -> int:
         console.print("[red]fm repair: name a BATCH (and optionally --stage), or pass --cas[/red]")
         return 2
     try:
-        with exclusive_root(settings, wait=False):
+        with exclusive_batches(settings, [args.batch], wait=False):
             plan = plan_and_reset(store, args.batch, stages_to_check(args.stage))
             if not plan.needed:
                 console.print(f"no damage in {args.batch}'s outputs of {args.stage or 'any stage'}")

@@ -6,8 +6,8 @@ when a holder dies (kill -9 included). Remote roots get no file lock: there, Dag
 the same names on the assets give each piece of shared state one writer (the instance must limit them to 1).
 
 Names in use: ``tokenizer`` (the pin, side_inputs/tokenizer.py), ``iceberg`` and ``lance`` (the view
-commits, datasets/views.py), ``release`` (dataset versions and LATEST.json, defs/release.py), and ``run``
-(one ``fm run`` / ``fm repair`` per root: ``root_run_lock``, which says who holds it).
+commits, datasets/views.py), ``release`` (dataset versions and LATEST.json, defs/release.py), and ``run-<batch>``
+(one ``fm run`` / ``fm repair`` per batch at a time: ``batch_run_locks``, which says who holds it).
 Stage outputs need no lock: they are content-addressed and written atomically; cross-batch reads wait for
 earlier batches instead (``refs.EarlierBatchPending``).
 """
@@ -49,7 +49,7 @@ def store_lock(store: ObjectStore, name: str) -> Iterator[None]:
 
 
 class RootBusyError(RuntimeError):
-    """Another run holds the root; the message says who and since when."""
+    """Another run holds a batch this run needs; the message says which, who and since when."""
 
 
 def _holder_text(path_text: str) -> str:
@@ -61,14 +61,26 @@ def _holder_text(path_text: str) -> str:
 
 
 @contextlib.contextmanager
-def root_run_lock(store: ObjectStore, *, wait: bool = False, poll_seconds: float = 2.0) -> Iterator[None]:
-    """One ``fm run`` at a time per local root: a second one waits (``wait``) or raises ``RootBusyError``
-    naming the holder. The kernel drops the lock when its holder dies, so a kill -9 never leaves it stuck.
-    On a remote root this is a no-op (runs go through the Dagster run queue there)."""
+def batch_run_locks(
+    store: ObjectStore, batches: list[str], *, wait: bool = False, poll_seconds: float = 2.0
+) -> Iterator[None]:
+    """Hold the run lock of every batch in ``batches`` (``fm run`` / ``fm repair``): runs of different batches
+    overlap freely, a second run of a batch already running waits (``wait``) or raises ``RootBusyError``
+    naming the holder. Locks are taken in sorted order (no deadlock) and dropped by the kernel when their
+    holder dies, so a kill -9 never leaves one behind. On a remote root this is a no-op (runs go through the
+    Dagster run queue there)."""
     if not store.is_local:
         yield
         return
-    path = store.local_path(layout.lock_file("run"))
+    with contextlib.ExitStack() as held:
+        for batch in sorted(set(batches)):
+            held.enter_context(_one_lock(store, f"run-{batch}", batch, wait, poll_seconds))
+        yield
+
+
+@contextlib.contextmanager
+def _one_lock(store: ObjectStore, name: str, batch: str, wait: bool, poll_seconds: float) -> Iterator[None]:
+    path = store.local_path(layout.lock_file(name))
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+") as handle:
         announced = False
@@ -81,11 +93,11 @@ def root_run_lock(store: ObjectStore, *, wait: bool = False, poll_seconds: float
                 holder = _holder_text(handle.read())
                 if not wait:
                     raise RootBusyError(
-                        f"another run holds {store.root}: {holder}. Wait for it to finish, pass --wait to queue "
-                        "behind it, or stop it (a killed run releases the lock at once)"
+                        f"another run holds batch {batch} of {store.root}: {holder}. Wait for it to finish, pass "
+                        "--wait to queue behind it, or stop it (a killed run releases the lock at once)"
                     ) from None
                 if not announced:
-                    log.warning("waiting for the run that holds %s: %s", store.root, holder)
+                    log.warning("waiting for the run that holds batch %s: %s", batch, holder)
                     announced = True
                 time.sleep(poll_seconds)
         handle.seek(0)

@@ -1,5 +1,6 @@
-"""kill -9 at random points of a run, and two runs on one root at once: the outcome is always the clean run's
-bytes, and a second run either waits or stops with a message naming the holder.
+"""kill -9 at random points of a run, and two runs of one batch at once: the outcome is always the clean run's
+bytes, and a second run of a busy batch either waits or stops with a message naming the holder (runs of
+different batches overlap: tests/concurrency).
 
 ``FM_RELIABILITY_KILLS`` sets how many kill points run (CI: 3; ``bench/`` or a soak: 100).
 """
@@ -79,11 +80,11 @@ def test_kill_minus_nine_anywhere_then_rerun_is_byte_identical(point, reference,
     assert not list((root.path / ".tmp").glob("fm-stage-*")), "a killed run's scratch was not cleaned"
 
 
-def test_second_run_on_a_busy_root_stops_or_waits(reference, tokenizer_file, tmp_path):
+def test_second_run_of_a_busy_batch_stops_or_waits(reference, tokenizer_file, tmp_path):
     clean, _, src = reference
     root = _fresh(tmp_path, tokenizer_file, src)
     first = _start(root)
-    lock = root.path / "locks" / "run.lock"
+    lock = root.path / "locks" / f"run-{BATCH}.lock"
     deadline = time.time() + 60
     while (not lock.exists() or not lock.read_text()) and time.time() < deadline:
         time.sleep(0.05)
