@@ -45,7 +45,8 @@ def test_five_thousand_tiny_files_cost_about_one_file(tmp_path):
     assert many["validate"].success.counts.records_out == one["validate"].success.counts.records_out
     assert len(many["land"].success.units) == 1  # ~2 MB of files: one land unit, not 5,000
     assert len(many["validate"].success.units) <= 2
-    # What stays per file: its copy into landing/, its CAS object and its parse, about 0.25 ms each here
-    # (one unit per file cost ~30 ms per file in land and far more in validate)
-    per_file_allowance_s = 0.0004
+    # What stays per file: its copy into landing/, its CAS object and its parse, about 0.25 ms each on an idle
+    # machine; 1 ms leaves room for a busy one and is still 30x below one unit per file (~30 ms per file in
+    # land alone, far more in validate)
+    per_file_allowance_s = 0.001
     assert many_s < 3 * one_file_s + FILES * per_file_allowance_s, (many_s, one_file_s)
