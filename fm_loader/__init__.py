@@ -57,6 +57,10 @@ _EXPORTS = {
     "read_rows": "fm_loader.rows",
     "CorruptRowError": "fm_loader.sources",
     "CorruptShardError": "fm_loader.sources",
+    "Problem": "fm_loader.verify",
+    "VerifyReport": "fm_loader.verify",
+    "verify_dataset": "fm_loader.verify",
+    "verify_shard": "fm_loader.verify",
 }
 
 if TYPE_CHECKING:
@@ -66,6 +70,7 @@ if TYPE_CHECKING:
     from fm_loader.manifest import DatasetManifest, ShardEntry
     from fm_loader.rows import read_rows
     from fm_loader.sources import CorruptRowError, CorruptShardError
+    from fm_loader.verify import Problem, VerifyReport, verify_dataset, verify_shard
 
 
 def __getattr__(name: str) -> Any:
@@ -85,8 +90,12 @@ __all__ = [
     "Loader",
     "PackedRow",
     "PinningError",
+    "Problem",
     "ShardEntry",
     "ShardInfo",
+    "VerifyReport",
     "encode_shard",
     "read_rows",
+    "verify_dataset",
+    "verify_shard",
 ]

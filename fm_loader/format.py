@@ -16,7 +16,9 @@ as a slice of a shared int32 array, the xxh3-64 checksum of the tokens bytes and
 the low 32 bits of the xxh3-64 of the row's whole sample: all three members with their tar headers and
 padding, so damage that webdataset or Energon readers would see is caught by ``fm_loader.verify``), the
 doclens array, and an xxh3-64 footer over everything before it. The header's flags word says whether the
-records carry sample checksums (``FLAG_SAMPLE_CHECKSUMS``; indexes written before it did not).
+records carry sample checksums (``FLAG_SAMPLE_CHECKSUMS``). Format version 2 added them in the record
+field that version 1 left reserved (zero), so version 1 shards and manifests still load and train;
+``fm_loader.verify`` checks their tokens and doclens only and counts them in ``unchecked_members``.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ from typing import Any
 import numpy as np
 import xxhash
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+SUPPORTED_FORMAT_VERSIONS = (1, 2)  # same layout; 1 has no sample checksums
 INDEX_MAGIC = b"FMROWIX1"
 _INDEX_HEADER = struct.Struct("<8sIIIIQQ")  # magic, version, token itemsize, seq_len, flags, vocab, rows
 FLAG_SAMPLE_CHECKSUMS = (
@@ -68,12 +71,15 @@ def row_checksum(data: bytes | memoryview) -> int:
     return xxhash.xxh3_64_intdigest(data)
 
 
-def schema_fingerprint(vocab_size: int) -> str:
-    """Identifies the row layout (members, dtypes, index layout) for a given vocabulary size."""
+def schema_fingerprint(vocab_size: int, format_version: int = FORMAT_VERSION) -> str:
+    """Identifies the row layout (members, dtypes, index layout) for a vocabulary size and format version."""
+    index = [list(field) for field in INDEX_RECORD_DTYPE.descr]
+    if format_version == 1:
+        index = [["reserved", *field[1:]] if field[0] == "sample_checksum" else field for field in index]
     desc = {
-        "format_version": FORMAT_VERSION,
+        "format_version": format_version,
         "members": ["doclens:<i4", "json", f"tokens:{token_dtype_for(vocab_size).str}"],
-        "index": INDEX_RECORD_DTYPE.descr,
+        "index": index,
         "checksum": "xxh3_64",
     }
     return hashlib.sha256(json.dumps(desc, sort_keys=True).encode()).hexdigest()[:16]
@@ -335,8 +341,13 @@ def decode_index(data: bytes | memoryview, source: str = "<index>") -> RowIndex:
     if xxhash.xxh3_64_intdigest(buf[:-8]) != footer:
         raise CorruptIndexError(f"{source}: index checksum mismatch")
     magic, version, itemsize, seq_len, flags, vocab_size, n_rows = _INDEX_HEADER.unpack_from(buf, 0)
-    if magic != INDEX_MAGIC or version != FORMAT_VERSION:
-        raise CorruptIndexError(f"{source}: not an fm_loader row index (magic={magic!r}, version={version})")
+    if magic != INDEX_MAGIC:
+        raise CorruptIndexError(f"{source}: not an fm_loader row index (magic={magic!r})")
+    if version not in SUPPORTED_FORMAT_VERSIONS:
+        raise CorruptIndexError(
+            f"{source}: row index format version {version}; this fm_loader reads versions "
+            f"{SUPPORTED_FORMAT_VERSIONS}: upgrade fm_loader"
+        )
     start = _INDEX_HEADER.size
     end = start + n_rows * INDEX_RECORD_DTYPE.itemsize
     records = np.frombuffer(buf[start:end], dtype=INDEX_RECORD_DTYPE)

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field, fields
 from itertools import repeat
 from typing import Any
 
-from fm_loader.format import FORMAT_VERSION, ShardInfo, schema_fingerprint
+from fm_loader.format import FORMAT_VERSION, SUPPORTED_FORMAT_VERSIONS, ShardInfo, schema_fingerprint
 from fm_loader.storage import read_bytes, resolve_uri, write_bytes_atomic
 
 
@@ -122,7 +122,7 @@ class DatasetManifest:
     @property
     def schema_fingerprint(self) -> str:
         """Fingerprint of the row layout for this vocabulary size (stored in the JSON and checked on load)."""
-        return schema_fingerprint(self.vocab_size)
+        return schema_fingerprint(self.vocab_size, self.format_version)
 
     @property
     def rows(self) -> int:
@@ -202,6 +202,11 @@ class DatasetManifest:
             extra=doc.get("extra", {}),
             location=location,
         )
+        if manifest.format_version not in SUPPORTED_FORMAT_VERSIONS:
+            raise ValueError(
+                f"manifest {location or manifest.name}: shard format version {manifest.format_version}; this "
+                f"fm_loader reads versions {SUPPORTED_FORMAT_VERSIONS}: upgrade fm_loader"
+            )
         stored = doc.get("schema_fingerprint")
         if stored and stored != manifest.schema_fingerprint:
             raise ValueError(

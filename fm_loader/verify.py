@@ -1,12 +1,13 @@
 """Verify shards byte for byte: what ``fm verify`` runs on a release, usable by any trainer before a long run.
 
-``verify_shard(tar, idx)`` checks one shard: the index's footer, then every row's sample (all three members
+``verify_shard(name, tar, idx, report)`` checks one shard (tar and idx as bytes; problems are appended to
+``report``, a :class:`VerifyReport`): the index's footer, then every row's sample (all three members
 with their tar headers and padding) against the index's sample checksum, the tokens and doclens checksums,
 that samples tile the tar with nothing between them, and the tar's end-of-archive blocks.
-``verify_dataset(manifest)`` does that for every shard of a manifest after checking each file's size and
+``verify_dataset(manifest_path_or_uri, storage_options=None) -> VerifyReport`` does that for every shard of a manifest after checking each file's size and
 sha256 against the manifest, and reports every problem found (not only the first), e.g.::
 
-    report = fm_loader.verify.verify_dataset("datasets/web/v1/manifest.json")
+    report = fm_loader.verify_dataset("datasets/web/v1/manifest.json")  # also fm_loader.verify_shard
     if not report.ok:
         for problem in report.problems: print(problem.shard, problem.row, problem.what)
 """

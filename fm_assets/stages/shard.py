@@ -49,7 +49,7 @@ def check_shard_integrity(store, success: StageSuccess, stage: Any) -> CheckOutc
 
 class ShardStage(Stage):
     name = "shard"
-    code_version = "shard-v2"
+    code_version = "shard-v3"
     upstream = "pack"
     description = "WebDataset shards (fm_loader format) and the partition's dataset manifest."
     output_schema = SHARD_ROWS_SCHEMA

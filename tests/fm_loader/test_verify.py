@@ -4,14 +4,28 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import struct
 import tarfile
 from pathlib import Path
 
+import numpy as np
 import pytest
+import xxhash
 from loader_helpers import make_dataset
 
-from fm_loader.format import FLAG_SAMPLE_CHECKSUMS, decode_index
+import fm_loader
+from fm_loader import read_rows
+from fm_loader.format import (
+    _INDEX_HEADER,
+    FLAG_SAMPLE_CHECKSUMS,
+    INDEX_RECORD_DTYPE,
+    decode_index,
+    schema_fingerprint,
+)
+from fm_loader.manifest import DatasetManifest
 from fm_loader.verify import verify_dataset
 
 SHARD = os.path.join("shards", "shard-000000.tar")
@@ -82,3 +96,53 @@ def test_every_problem_is_reported_and_missing_files_do_not_raise(dataset):
 def test_indexes_carry_the_flag(dataset):
     idx = os.path.join(os.path.dirname(dataset), "shards", "shard-000000.idx")
     assert decode_index(Path(idx).read_bytes()).flags & FLAG_SAMPLE_CHECKSUMS
+
+
+def _as_format_version_1(manifest_path: str) -> None:
+    """Rewrite a dataset as fm_loader format 1 wrote it: version 1 headers, no flags, zeroed sample checksums."""
+
+    doc = json.loads(Path(manifest_path).read_text())
+    for entry in doc["shards"]:
+        idx = Path(os.path.dirname(manifest_path), entry["index_path"])
+        body = bytearray(idx.read_bytes()[:-8])
+        magic, _, itemsize, seq_len, _, vocab, rows = _INDEX_HEADER.unpack_from(body, 0)
+        _INDEX_HEADER.pack_into(body, 0, magic, 1, itemsize, seq_len, 0, vocab, rows)
+        end = _INDEX_HEADER.size + rows * INDEX_RECORD_DTYPE.itemsize
+        records = np.frombuffer(body[_INDEX_HEADER.size : end], INDEX_RECORD_DTYPE).copy()
+        records["sample_checksum"] = 0
+        body[_INDEX_HEADER.size : end] = records.tobytes()
+        data = bytes(body) + struct.pack("<Q", xxhash.xxh3_64_intdigest(bytes(body)))
+        idx.write_bytes(data)
+        entry["index_sha256"] = hashlib.sha256(data).hexdigest()
+    doc["format_version"] = 1
+    doc["schema_fingerprint"] = schema_fingerprint(doc["vocab_size"], 1)
+    Path(manifest_path).write_text(json.dumps(doc))
+
+
+def test_format_version_1_datasets_still_load_and_verify_tokens_only(dataset):
+
+    before = [row.tokens.tolist() for row, _, _ in read_rows(DatasetManifest.load(dataset))]
+    _as_format_version_1(dataset)
+    manifest = DatasetManifest.load(dataset)
+    assert manifest.format_version == 1
+    assert [row.tokens.tolist() for row, _, _ in read_rows(manifest)] == before
+    report = verify_dataset(dataset)
+    assert report.ok and report.unchecked_members == 2, report.problems
+    tar_path = os.path.join(os.path.dirname(dataset), SHARD)
+    _flip(tar_path, _member_offset(tar_path, ".tokens", 1) + 1)
+    assert (SHARD, 1) in {(p.shard, p.row) for p in verify_dataset(dataset).problems}
+
+
+def test_unknown_format_version_is_refused_with_the_fix(dataset):
+
+    doc = json.loads(Path(dataset).read_text())
+    doc["format_version"] = 9
+    Path(dataset).write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match=r"format version 9.*upgrade fm_loader"):
+        verify_dataset(dataset)
+
+
+def test_top_level_names():
+
+    assert fm_loader.verify_dataset is verify_dataset
+    assert fm_loader.VerifyReport().ok
