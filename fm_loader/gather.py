@@ -92,7 +92,8 @@ class BatchAssembler:
         max_docs: Documents per row the batch has room for.
         skip_corrupt: Turn rows that fail their checksum twice into padding rows instead of raising.
         max_open: Most shards held open at once (may be changed between batches).
-        corrupt_rows_skipped: Rows turned into padding because they were corrupt.
+        corrupt_rows_skipped: Rows turned into padding because they were corrupt or their shard is missing.
+        lost_rows: The part of ``corrupt_rows_skipped`` whose shard or row index could not be opened.
         last_counts: Real tokens and real (non-padding) rows of the last batch assembled.
     """
 
@@ -124,6 +125,7 @@ class BatchAssembler:
         self.skip_corrupt = skip_corrupt
         self.max_open = max_open
         self.corrupt_rows_skipped = 0
+        self.lost_rows = 0
         self.lost_shards: dict[int, str] = {}  # shards that could not be opened (skip_corrupt): key -> why
         self.last_counts: tuple[int, int] = (0, 0)  # (real tokens, real rows) of the last batch assembled
         self._id_dtype = numpy_id_dtype(input_ids_dtype)
@@ -182,7 +184,7 @@ class BatchAssembler:
 
     def _without_lost_shards(self, refs: RowRefs) -> RowRefs:
         """``refs`` with the rows of shards that cannot be opened turned into padding (``skip_corrupt``): each
-        such shard is logged once and its rows counted in ``corrupt_rows_skipped``."""
+        such shard is logged once and its rows counted in ``lost_rows`` and ``corrupt_rows_skipped``."""
         keys = (refs.source << KEY_SHIFT) | refs.shard
         for key in _distinct(keys.tolist()):
             if key in self._views or key in self.lost_shards:
@@ -199,6 +201,7 @@ class BatchAssembler:
         if not lost.any():
             return refs
         self.corrupt_rows_skipped += int(lost.sum())
+        self.lost_rows += int(lost.sum())
         keep = ~lost
         return RowRefs(
             np.where(keep, refs.source, -1),

@@ -377,6 +377,7 @@ class Loader:
         m.tokens += tokens
         m.bytes += tokens * self._token_bytes
         m.corrupt_rows_skipped = self._assembler.corrupt_rows_skipped
+        m.lost_rows = self._assembler.lost_rows
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
         """Yield this rank's batches from the current position to the end of the last epoch.
@@ -461,8 +462,8 @@ class Loader:
         """Throughput and stall counters since construction or :meth:`reset_metrics`.
 
         Returns:
-            Counts (``rows``, ``tokens``, ``bytes``, ``batches``, ``corrupt_rows_skipped``), rates
-            (``rows_per_s``, ``tokens_per_s``, ``bytes_per_s``), ``elapsed_s``, the time the trainer waited for
+            Counts (``rows``, ``tokens``, ``bytes``, ``batches``, ``corrupt_rows_skipped``, and ``lost_rows``:
+            those of them in missing shards), rates (``rows_per_s``, ``tokens_per_s``, ``bytes_per_s``), ``elapsed_s``, the time the trainer waited for
             batches (``input_stall_s``, ``input_stall_fraction``) and the cache's ``cache_hits``,
             ``cache_misses``, ``cache_bytes_downloaded`` and ``cache_evictions``.
         """

@@ -15,7 +15,8 @@ class LoaderMetrics:
     bytes: int = 0
     batches: int = 0
     wait_s: float = 0.0  # time the consumer spent blocked waiting for the next batch: the input stall
-    corrupt_rows_skipped: int = 0
+    corrupt_rows_skipped: int = 0  # rows made padding: corrupt, or in a missing shard (skip_corrupt)
+    lost_rows: int = 0  # of those, rows whose shard or row index could not be opened
     started: float = field(default_factory=time.perf_counter)
 
     def snapshot(self, cache_stats: CacheStats | None = None) -> dict[str, float]:
@@ -32,6 +33,7 @@ class LoaderMetrics:
             "input_stall_s": self.wait_s,
             "input_stall_fraction": self.wait_s / elapsed,
             "corrupt_rows_skipped": self.corrupt_rows_skipped,
+            "lost_rows": self.lost_rows,
         }
         if cache_stats is not None:
             out.update(

@@ -32,3 +32,4 @@ def test_missing_shard_file(tmp_path, missing):
     assert len(kept) == 10 + 9
     assert set(kept) <= set(clean)
     assert loader.metrics()["corrupt_rows_skipped"] == 7
+    assert loader.metrics()["lost_rows"] == 7
