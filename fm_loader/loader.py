@@ -463,9 +463,9 @@ class Loader:
 
         Returns:
             Counts (``rows``, ``tokens``, ``bytes``, ``batches``, ``corrupt_rows_skipped``, and ``lost_rows``:
-            those of them in missing shards), rates (``rows_per_s``, ``tokens_per_s``, ``bytes_per_s``), ``elapsed_s``, the time the trainer waited for
-            batches (``input_stall_s``, ``input_stall_fraction``) and the cache's ``cache_hits``,
-            ``cache_misses``, ``cache_bytes_downloaded`` and ``cache_evictions``.
+            those of them in missing shards), rates (``rows_per_s``, ``tokens_per_s``, ``bytes_per_s``),
+            ``elapsed_s``, the time the trainer waited for batches (``input_stall_s``, ``input_stall_fraction``)
+            and the cache's ``cache_hits``, ``cache_misses``, ``cache_bytes_downloaded`` and ``cache_evictions``.
         """
         return self._metrics.snapshot(self.cache.stats)
 
