@@ -40,8 +40,30 @@ def _rows(loader) -> dict[int, tuple[list[int], list[int]]]:
 
 def test_documents_are_packed_whole_every_token_once_in_order(tmp_path):
     documents = json.loads(Path(FIXTURE, "documents_expected.json").read_text())
-    assert any(len(d) > SEQ_LEN for d in documents) and any(len(d) < 200 for d in documents)
     rows = _rows(Loader(_spec(pack=True), global_batch_size=4, cache_dir=str(tmp_path / "c")))
+    _assert_packed(documents, rows)
+
+
+def test_documents_written_now_by_mdswriter(tmp_path):
+    """The same guarantees on a dataset MosaicML's MDSWriter writes in this run (its current version)."""
+    streaming = pytest.importorskip(
+        "streaming", reason="mosaicml-streaming not installed (pip install mosaicml-streaming)"
+    )
+    rng = np.random.default_rng(7)
+    documents = [rng.integers(0, 50000, int(rng.integers(50, 3001))).astype(np.uint16) for _ in range(20)]
+    out = str(tmp_path / "mds")
+    with streaming.MDSWriter(
+        out=out, columns={"tokens": "ndarray:uint16"}, compression="zstd", size_limit=1 << 14
+    ) as w:
+        for document in documents:
+            w.write({"tokens": document})
+    spec = {"sources": [{"mds": out, "seq_len": SEQ_LEN, "vocab_size": 50000, "pack": True}]}
+    rows = _rows(Loader(spec, global_batch_size=4, cache_dir=str(tmp_path / "c")))
+    _assert_packed([d.tolist() for d in documents], rows)
+
+
+def _assert_packed(documents: list[list[int]], rows: dict[int, tuple[list[int], list[int]]]) -> None:
+    assert any(len(d) > SEQ_LEN for d in documents) and any(len(d) < 200 for d in documents)
     ordered = [rows[sid] for sid in sorted(rows)]
     flat = [t for tokens, _ in ordered for t in tokens]
     assert flat == [t for d in documents for t in d]  # every token exactly once, documents in order
