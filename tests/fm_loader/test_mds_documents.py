@@ -50,7 +50,12 @@ def test_documents_written_now_by_mdswriter(tmp_path):
         "streaming", reason="mosaicml-streaming not installed (pip install mosaicml-streaming)"
     )
     rng = np.random.default_rng(7)
-    documents = [rng.integers(0, 50000, int(rng.integers(50, 3001))).astype(np.uint16) for _ in range(20)]
+    sizes = [
+        50,
+        3000,
+        *rng.integers(50, 3001, 18).tolist(),
+    ]  # at least one shorter than 200, one longer than a row
+    documents = [rng.integers(0, 50000, n).astype(np.uint16) for n in sizes]
     out = str(tmp_path / "mds")
     with streaming.MDSWriter(
         out=out, columns={"tokens": "ndarray:uint16"}, compression="zstd", size_limit=1 << 14
