@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import shutil
 import tempfile
 import uuid
@@ -24,6 +23,7 @@ import pyarrow.parquet as pq
 
 from fm_assets.engine import layout
 from fm_assets.engine.hashing import sha256_file
+from fm_assets.engine.storage_errors import StorageUnavailableError, redact, translate_storage_error
 
 __all__ = [
     "ObjectStore",
@@ -33,31 +33,6 @@ __all__ = [
     "redact",
     "sha256_file",
 ]
-
-
-class StorageUnavailableError(RuntimeError):
-    """The store cannot be reached or refuses the credentials; the message names the endpoint, never a secret."""
-
-
-_URL_CREDENTIALS = re.compile(
-    r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^/@:\s]*):(?P<secret>[^/@\s]*)@", re.I
-)
-
-
-_CREDENTIAL_WORDS = (
-    "accessdenied",
-    "access denied",
-    "forbidden",
-    "signature",
-    "invalidaccesskey",
-    "credential",
-)
-_NETWORK_WORDS = ("connect", "refused", "timed out", "timeout", "name or service", "resolve", "unreachable")
-
-
-def redact(text: str | None) -> str:
-    """``text`` with any ``scheme://user:password@`` reduced to ``scheme://user:***@``."""
-    return _URL_CREDENTIALS.sub(lambda m: f"{m['scheme']}{m['user']}:***@", text or "")
 
 
 class ObjectStore:
@@ -90,21 +65,15 @@ class ObjectStore:
         return f"{where} at {redact(endpoint)}" if endpoint else where
 
     def unavailable(self, exc: BaseException, what: str) -> StorageUnavailableError:
-        text = redact(f"{type(exc).__name__}: {exc}")
-        lowered = text.lower()
-        endpoint = str(self.storage_options.get("client_kwargs", {}).get("endpoint_url") or "")
-        if "encoded in url" in lowered or _URL_CREDENTIALS.search(endpoint):
-            kind = "credentials inside the endpoint URL"
-            hint = "remove user:password@ from FM_S3_ENDPOINT_URL and pass AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY"
-        elif any(word in lowered for word in _CREDENTIAL_WORDS):
-            kind = "credentials refused"
-            hint = "check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or the role) for this bucket"
-        elif any(word in lowered for word in _NETWORK_WORDS):
-            kind = "endpoint unreachable"
-            hint = "check FM_S3_ENDPOINT_URL and that the server is up and reachable"
-        else:
-            kind, hint = "storage error", "see the cause above"
-        return StorageUnavailableError(f"cannot {what} {self.endpoint}: {kind} ({text[:300]}); {hint}")
+        """``exc`` (raised trying to ``what`` this store) as a message naming the endpoint, never a secret."""
+        options = self.storage_options
+        return translate_storage_error(
+            exc,
+            where=self.endpoint,
+            what=what,
+            endpoint_url=str(options.get("client_kwargs", {}).get("endpoint_url") or ""),
+            secrets=[str(options[name]) for name in ("key", "secret", "token") if options.get(name)],
+        )
 
     def check_reachable(self) -> None:
         """Fail fast with a clear message when a remote store cannot be reached or its bucket is missing."""
