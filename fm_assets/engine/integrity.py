@@ -1,7 +1,8 @@
 """Integrity of committed stage outputs: every file a stage wrote, with its size and sha256, checked on reuse.
 
 ``_SUCCESS.json`` lists every file of its output folder (``StageSuccess.files``: parts, rejects, shard tars,
-indexes, unit markers, ``complete()`` artifacts). Three checks use it:
+indexes, ``complete()`` artifacts) but the unit markers, which record wall times and so are checked by
+presence and by parsing them against the files they list instead of by hash. Three checks use it:
 
 * **reading an upstream output** (every stage, before planning): sizes and sha256 of every upstream file;
   a damaged input fails the stage with a message naming the file and the repair command;
@@ -96,7 +97,7 @@ def describe_output(
     ``complete()`` artifacts) are hashed here.
     """
     known = {name: sha for marker in markers for name, sha in marker.files.items()}
-    sizes = store.sizes_under(prefix)
+    sizes = {name: size for name, size in store.sizes_under(prefix).items() if not _is_marker(name)}
     todo = [name for name in sizes if name not in known and name != layout.SUCCESS]
     with ThreadPoolExecutor(HASH_THREADS) as pool:
         hashed = dict(
@@ -110,15 +111,58 @@ def describe_output(
     return files
 
 
+def _is_marker(name: str) -> bool:
+    # unit markers record their unit's wall time, so their bytes differ between equal runs: they are checked
+    # by presence (cache hits) and by parsing against the files they list (full checks), not by hash
+    return name.startswith(UNITS_DIR)
+
+
+UNITS_DIR = "_units/"
+
+
+def _check_markers(
+    store: ObjectStore, success: StageSuccess, sizes: dict[str, int], full: bool
+) -> list[Damage]:
+    damage = []
+    for unit in success.units:
+        rel = layout.unit_marker(success.prefix, unit)
+        name = rel.removeprefix(success.prefix + "/")
+        if name not in sizes:
+            damage.append(Damage(success.stage, success.batch, rel, "missing", "", ""))
+            continue
+        if not full:
+            continue
+        try:
+            marker = UnitMarker.from_json(store.read_json(rel))
+        except (OSError, ValueError, TypeError) as exc:
+            damage.append(
+                Damage(success.stage, success.batch, rel, "unreadable", "", f"{type(exc).__name__}: {exc}")
+            )
+            continue
+        recorded = {n: f["sha256"] for n, f in success.files.items() if n in marker.files}
+        if success.files and recorded != marker.files:
+            damage.append(
+                Damage(
+                    success.stage,
+                    success.batch,
+                    rel,
+                    "unreadable",
+                    "",
+                    "lists other files than _SUCCESS.json",
+                )
+            )
+    return damage
+
+
 def legacy_files(store: ObjectStore, success: StageSuccess) -> dict[str, dict[str, Any]]:
     """What an output committed without ``files`` promises: its unit markers' sha256 (sizes unknown)."""
     files: dict[str, dict[str, Any]] = {}
     for unit in success.units:
         rel = layout.unit_marker(success.prefix, unit)
-        if not store.exists(rel):
-            files[rel.removeprefix(success.prefix + "/")] = {"sha256": "", "bytes": -1}
-            continue
-        marker = UnitMarker.from_json(store.read_json(rel))
+        try:
+            marker = UnitMarker.from_json(store.read_json(rel))
+        except (OSError, ValueError, TypeError):
+            continue  # reported by _check_markers
         for name, sha in marker.files.items():
             files[name] = {"sha256": sha, "bytes": -1}
     return files
@@ -168,6 +212,8 @@ def check_output(
 
     with ThreadPoolExecutor(HASH_THREADS) as pool:
         damage += [d for d in pool.map(rehash, to_hash) if d is not None]
+    if names is None:
+        damage += _check_markers(store, success, sizes, full)
     return sorted(damage, key=lambda d: d.path)
 
 

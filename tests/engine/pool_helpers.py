@@ -35,9 +35,10 @@ def side_resources(**extra: Any) -> dict[str, Any]:
 
 
 def settings(**overrides: Any) -> PipelineConfigResource:
-    """Small FM-like settings: several units per stage (8 records per land part), no Spark near-dup."""
+    """Small FM-like settings: several units per stage (one land unit per file, 8 records per land part), no
+    Spark near-dup."""
     return PipelineConfigResource(
-        **{"progress": False, "near_dedup": False, "land_rows_per_part": 8, **overrides}
+        **{"progress": False, "near_dedup": False, "land_rows_per_part": 8, "land_unit_bytes": 1, **overrides}
     )
 
 
