@@ -8,8 +8,9 @@ run (``workers``, ``unit_executor``, ``progress``, ...: never part of a key, the
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -65,7 +66,11 @@ class PipelineSettings(BaseModel):
         default=False, description="Recompute committed units and fail if they differ"
     )
     dataset_name: str = Field(default="fm-demo", description="Name of the released dataset version")
-    progress: bool = Field(default=True, description="Show per-unit progress bars")
+    progress: bool = Field(
+        default=True,
+        description="Show per-unit progress bars (FM_PROGRESS=auto, the default: only when stderr is a terminal; "
+        "otherwise a progress line is logged now and then)",
+    )
     workers: int = Field(
         default=0,
         ge=0,
@@ -128,6 +133,14 @@ class Settings(PipelineSettings, BaseSettings):
     iceberg_uri: str | None = Field(
         default=None, description="Catalog URI; default a SQLite file under the root"
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _progress_auto(cls, data: Any) -> Any:
+        # bars redrawn into a pipe or a log (CI, `| tee`, the daemon) turn into one line per refresh
+        if isinstance(data, dict) and str(data.get("progress", "auto")).strip().lower() in ("auto", ""):
+            data = {**data, "progress": sys.stderr is not None and sys.stderr.isatty()}
+        return data
 
     @model_validator(mode="after")
     def _absolute_local_root(self) -> Settings:

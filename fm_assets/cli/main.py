@@ -6,25 +6,22 @@ import argparse
 import contextlib
 import json
 import logging
-import os
 import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic import ValidationError
-from rich.console import Console
 from rich.table import Table
 
+from fm_assets.cli.pipes import pipe_console, reader_left
 from fm_assets.cli.tables import print_summary
 from fm_assets.engine.locks import RootBusyError, batch_run_locks
 from fm_assets.engine.store import ObjectStore, StorageUnavailableError
 from fm_assets.settings import Settings, load_settings
 
-# Without a terminal (CI, `| tee`, a log file) rich would squeeze tables to 80 columns: give them room instead.
-PIPE_WIDTH = 240
-console = Console(stderr=True, soft_wrap=True, width=None if sys.stderr.isatty() else PIPE_WIDTH)
-out = Console(width=None if sys.stdout.isatty() else PIPE_WIDTH)
+console = pipe_console(stderr=True, soft_wrap=True)
+out = pipe_console()
 
 DEMO_LICENSES = {"python-stdlib": "PSF-2.0"}
 OFFLINE_COMMANDS = frozenset({"sample-data"})  # commands that do not touch the store
@@ -110,7 +107,12 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     except (UnknownBatchError, RootBusyError) as exc:
         console.print(f"[red]fm run: {exc}[/red]")
         return 2 if isinstance(exc, UnknownBatchError) else 3
-    print_summary(console, _store(settings), args.batches or None)
+    if args.json:
+        from fm_assets.reports.report import build_report
+
+        out.print_json(json.dumps(build_report(_store(settings), args.batches or None)))
+    else:
+        print_summary(console, _store(settings), args.batches or None)
     if failures:
         for batch, message in failures.items():
             console.print(f"[red]batch {batch} failed: {message}[/red]")
@@ -131,7 +133,7 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         out.print_json(json.dumps(build_report(_store(settings), args.batches or None)))
     else:
-        print_summary(console, _store(settings), args.batches or None)
+        print_summary(out, _store(settings), args.batches or None)
     return 0
 
 
@@ -285,6 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-release", action="store_true", help="skip assembling the dataset version")
     p.add_argument("--verify", action="store_true", help="cache hits re-hash every file they reuse (sha256)")
     p.add_argument("--wait", action="store_true", help="if another run holds the root, wait for it")
+    p.add_argument("--json", action="store_true", help="the per-stage summary as JSON on stdout")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser(
@@ -334,20 +337,17 @@ def main(argv: list[str] | None = None) -> int:
     except ValidationError as exc:
         console.print(f"[red]fm: invalid settings (FM_* environment variables):\n{exc}[/red]")
         return 2
-    if "FM_PROGRESS" not in os.environ and not sys.stderr.isatty():
-        settings = settings.model_copy(update={"progress": False})  # no bar redrawn line by line into a log
     try:
         if args.command not in OFFLINE_COMMANDS:
             _store(settings).check_reachable()  # an unreachable store says so first, not "no batch found"
-        return int(args.func(args, settings) or 0)
+        code = int(args.func(args, settings) or 0)
+        sys.stdout.flush()  # a reader that left shows up here, not in the interpreter's exit flush
+        return code
     except StorageUnavailableError as exc:
         console.print(f"[red]fm {args.command}: {exc}[/red]", highlight=False)
         return 2
     except BrokenPipeError:
-        # the reader went away (`fm rejects B | head`): stop quietly like other Unix tools, and keep Python
-        # from failing again while flushing stdout at exit
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141
+        return reader_left()  # the reader went away (`fm rejects B | head`): stop quietly, like Unix tools
 
 
 if __name__ == "__main__":

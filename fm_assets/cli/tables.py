@@ -31,7 +31,7 @@ def print_summary(console: Console, store: ObjectStore, batches: list[str] | Non
     for row in rows:
         reasons = sorted(row["rejects_by_reason"].items(), key=lambda kv: -kv[1])[:3]
         table.add_row(
-            row["batch"][-28:],
+            row["batch"] if not console.is_terminal else row["batch"][-28:],  # a log keeps the whole id
             row["stage"],
             f"{row['records_in']:,}",
             f"{row['records_out']:,}",

@@ -24,7 +24,6 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import pyarrow as pa
-from tqdm.auto import tqdm
 
 from fm_assets.engine import layout
 from fm_assets.engine.hashing import sha256_file, stable_hash
@@ -39,6 +38,7 @@ from fm_assets.engine.pool import (
     run_in_process,
     run_on_processes,
 )
+from fm_assets.engine.progress import unit_progress
 from fm_assets.engine.records import Counts, StageSuccess, UnitMarker
 from fm_assets.engine.refs import read_success, read_success_at
 from fm_assets.engine.schemas import DOC_SCHEMA
@@ -186,13 +186,7 @@ class StageRun:
             else:
                 self._assert_same(task.unit.unit_id, markers[task.index], marker)
 
-        bar = tqdm(
-            total=len(units),
-            desc=f"{self.stage}[{self.batch[:24]}]",
-            unit="unit",
-            disable=not self.progress,
-            leave=False,
-        )
+        bar = unit_progress(len(units), f"{self.stage}[{self.batch[:24]}]", bars=self.progress)
 
         def advance(finished: int) -> None:
             bar.update(finished)

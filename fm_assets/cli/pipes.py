@@ -1,0 +1,37 @@
+"""`fm` in a pipe or a log: consoles that keep tables wide without a terminal, and a quiet stop with the
+usual exit status (128 + SIGPIPE) when the reader goes away (`fm rejects B | head`)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+
+from rich.console import Console
+
+# Without a terminal (CI, `| tee`, a log file) rich would squeeze tables to 80 columns: give them room instead.
+PIPE_WIDTH = 240
+SIGPIPE_EXIT = 141
+
+
+class PipeConsole(Console):
+    """A rich console whose closed pipe surfaces as ``BrokenPipeError`` (rich's own handling exits with 1)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
+def pipe_console(*, stderr: bool = False, soft_wrap: bool = False) -> PipeConsole:
+    """A console on stdout (or stderr) that follows ``sys.stdout`` when tests or callers swap it."""
+    stream = sys.stderr if stderr else sys.stdout
+    return PipeConsole(stderr=stderr, soft_wrap=soft_wrap, width=None if stream.isatty() else PIPE_WIDTH)
+
+
+def reader_left() -> int:
+    """Point stdout and stderr at /dev/null (Python's exit flush cannot fail again) and return 141."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(devnull, stream.fileno())
+    return SIGPIPE_EXIT
