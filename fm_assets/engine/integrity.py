@@ -212,7 +212,7 @@ def check_output(
 
     with ThreadPoolExecutor(HASH_THREADS) as pool:
         damage += [d for d in pool.map(rehash, to_hash) if d is not None]
-    if names is None:
+    if names is None and success.files:  # outputs committed before files were recorded: markers as found
         damage += _check_markers(store, success, sizes, full)
     return sorted(damage, key=lambda d: d.path)
 
