@@ -113,18 +113,25 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         out.print_json(json.dumps(build_report(_store(settings), args.batches or None)))
     else:
         print_summary(console, _store(settings), args.batches or None)
-    if failures:
-        for batch, message in failures.items():
-            console.print(f"[red]batch {batch} failed: {message}[/red]")
-        if (
-            "<release>" not in failures
-            and not args.no_release
-            and len(failures) < len(args.batches or landed)
-        ):
-            console.print("[yellow]the release was written without the failed batches (listed under "
-                          "'held_back' in its card)[/yellow]")  # fmt: skip
-        return 1
-    return 0
+    for batch, message in failures.items():
+        console.print(f"[red]batch {batch} failed: {message}[/red]", highlight=False)
+    if not args.no_release and "<release>" not in failures and set(landed) - set(failures):
+        _report_held_back(settings)
+    return 1 if failures else 0
+
+
+def _report_held_back(settings: Settings) -> None:
+    """Name the batches the release just written left out, and why (they are in its card's 'held_back')."""
+    from fm_assets.datasets.release import latest_held_back
+
+    held_back = latest_held_back(_store(settings), settings.dataset_name)
+    if held_back:
+        console.print(
+            f"[yellow]release {settings.dataset_name} written without {len(held_back)} batch(es) "
+            "(its card lists them under 'held_back'):[/yellow]"
+        )
+    for entry in held_back:
+        console.print(f"[yellow]  held back {entry['batch']}: {entry['reason']}[/yellow]", highlight=False)
 
 
 def cmd_report(args: argparse.Namespace, settings: Settings) -> int:

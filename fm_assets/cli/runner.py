@@ -58,7 +58,7 @@ def run_batches(
     console = console or Console(stderr=True)
     instance = dagster_instance(settings)
     defs = build_definitions(settings)
-    store = defs.resources["store"].store()
+    store = (defs.resources or {})["store"].store()
     landed = list_complete_batches(store)
     wanted = batches or landed
     unknown = [b for b in wanted if b not in landed]
@@ -90,8 +90,9 @@ def run_batches(
                 )
                 if not result.success:
                     failures[batch] = _failure_message(result)
-            # a failed batch is held back by the release itself (datasets/release.py), not the other batches
-            if release and len(failures) < len(wanted):
+            # a failed batch is held back by the release itself (datasets/release.py), never the other batches:
+            # the release runs unless no landed batch came through this run
+            if release and set(landed) - set(failures):
                 bar.describe("dataset release")
                 result = defs.resolve_job_def("release").execute_in_process(
                     instance=instance, raise_on_error=False, run_config=run_config(settings)

@@ -11,11 +11,14 @@ from dataclasses import replace
 from typing import Any
 
 from fm_assets.engine import layout
+from fm_assets.engine.checks import read_check_outcomes, stage_checks
 from fm_assets.engine.hashing import stable_hash
 from fm_assets.engine.landing import list_complete_batches, read_batch_manifest
 from fm_assets.engine.refs import batches_with_ref, read_failure, read_ref, read_success
+from fm_assets.engine.stage import Stage
 from fm_assets.engine.store import ObjectStore
 from fm_assets.stages.names import STAGE_NAMES
+from fm_assets.stages.registry import STAGES
 from fm_loader.manifest import DatasetManifest
 
 
@@ -26,20 +29,27 @@ class ReleaseError(RuntimeError):
 def held_back_reason(store: ObjectStore, batch: str) -> str | None:
     """Why ``batch`` cannot be released now (None: its shards are current).
 
-    A batch is released only when no stage's latest materialization failed (``refs.record_failure``) and every
-    stage's current output was built from its upstream's current output (a failed blocking check stops the
-    stages after it, leaving that chain stale): shards from an earlier run are held back, not released as if
-    current.
+    A batch is released only when its whole chain succeeded: no stage's latest materialization failed
+    (``refs.record_failure``), no blocking check failed on a stage's current output, and every stage's current
+    output was built from its upstream's current output. A batch whose latest run failed keeps the shard ref
+    of an earlier good run; those shards are held back too, not released as if current (the previous release
+    still has them).
     """
     current: dict[str, str] = {}
-    for stage in STAGE_NAMES:
-        failure = read_failure(store, stage, batch)
+    for stage in STAGES:
+        failure = read_failure(store, stage.name, batch)
         if failure is not None:
-            return f"its last {stage} run failed ({failure}); fix it and `fm run {batch}`"
-        ref = read_ref(store, stage, batch)
+            return f"its last {stage.name} run failed ({failure}); fix it and `fm run {batch}`"
+        ref = read_ref(store, stage.name, batch)
         if ref is None:
-            return f"{stage} has no output yet (run `fm run {batch}`)"
-        current[stage] = ref.data_version
+            return f"{stage.name} has no output yet (run `fm run {batch}`)"
+        current[stage.name] = ref.data_version
+        failed = _failed_blocking_check(store, stage, ref.prefix)
+        if failed is not None:
+            return (
+                f"{stage.name}'s check {failed} failed on its current output, so the stages after it did not "
+                f"run (`fm report {batch}` shows the check's numbers; fix it and `fm run {batch}`)"
+            )
     for upstream, stage in itertools.pairwise(STAGE_NAMES):
         try:
             built_from = read_success(store, stage, batch).inputs.get(upstream)
@@ -53,6 +63,24 @@ def held_back_reason(store: ObjectStore, batch: str) -> str | None:
                 f"since (`fm run {batch}`; `fm report {batch}` shows which stage)"
             )
     return None
+
+
+def _failed_blocking_check(store: ObjectStore, stage: Stage, prefix: str) -> str | None:
+    outcomes = read_check_outcomes(store, prefix)
+    for check in stage_checks(stage):
+        outcome = outcomes.get(check.name)
+        if check.blocking and not check.warn_only and outcome is not None and not outcome.passed:
+            return check.name
+    return None
+
+
+def latest_held_back(store: ObjectStore, name: str) -> list[dict[str, str]]:
+    """The batches the latest version of dataset ``name`` held back, with the reason ([] if none)."""
+    rel = layout.dataset_latest(name)
+    if not store.exists(rel):
+        return []
+    version = store.read_json(rel)["version"]
+    return list(store.read_json(layout.dataset_card(name, version)).get("held_back", []))
 
 
 def assemble_release(store: ObjectStore, name: str) -> dict[str, Any]:

@@ -23,6 +23,8 @@ def dataset_release(context: AssetExecutionContext) -> MaterializeResult:
     store = context.resources.store.store()
     with store_lock(store, RELEASE_LOCK):  # a release that read older refs must not move LATEST.json last
         result = assemble_release(store, context.resources.pipeline.dataset_name)
+    for entry in result["card"]["held_back"]:
+        context.log.warning(f"held back {entry['batch']}: {entry['reason']}")
     return MaterializeResult(
         data_version=DataVersion(result["version"]),
         metadata={
@@ -30,5 +32,7 @@ def dataset_release(context: AssetExecutionContext) -> MaterializeResult:
             "rows": result["card"]["rows"],
             "tokens": result["card"]["tokens"],
             "batches": len(result["card"]["batches"]),
+            # batches whose chain failed (or is stale) are left out, the rest released: same as `fm run`
+            "held_back": MetadataValue.json(result["card"]["held_back"]),
         },
     )
