@@ -168,7 +168,7 @@ def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
         table.add_row(
             licence, f"{row['documents_landed']:,}", f"{row['documents_in_shards']:,}", f"{row['tokens']:,}"
         )
-    console.print(table)
+    out.print(table)
     table = Table(title="per batch evidence")
     for column in (
         "batch",
@@ -192,7 +192,7 @@ def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
             str(row["eval_contamination_removed"]),
             f"{passed}/{len(checks)} passed",
         )
-    console.print(table)
+    out.print(table)
     if audit["failed_checks"]:
         console.print(f"[yellow]failed checks: {', '.join(audit['failed_checks'])}[/yellow]")
     for finding in audit["integrity"]["findings"]:

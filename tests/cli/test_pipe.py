@@ -45,6 +45,8 @@ def test_run_report_and_rejects_through_pipes(fm_env, real_sample, tmp_path):
     assert json.loads(report.stdout)[0]["batch"] == batch
     table = sh(f"{FM} report | cat")  # the table is the command's output: stdout, at full width
     assert batch in table.stdout and max(map(len, table.stdout.splitlines())) > 100, table.stdout
+    audit = sh(f"{FM} audit | cat")
+    assert "per batch evidence" in audit.stdout and batch in audit.stdout, audit.stderr
     early = sh(f"{FM} report --json | true")  # the reader is gone before fm writes anything
     assert early.returncode == 141, early.stderr
     assert "Traceback" not in early.stderr and "Exception ignored" not in early.stderr, early.stderr
