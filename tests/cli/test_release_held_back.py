@@ -76,10 +76,12 @@ def test_poor_batch_is_held_back_and_the_good_one_released(fm_env, real_sample, 
     (success_event,) = instance.get_records_for_run(
         good_run.dagster_run.run_id, of_type=DagsterEventType.RUN_SUCCESS
     ).records
+    event = success_event.event_log_entry.dagster_event
+    assert event is not None
     request = release_after_preprocess(
         build_run_status_sensor_context(
             sensor_name="release_after_preprocess",
-            dagster_event=success_event.event_log_entry.dagster_event,
+            dagster_event=event,
             dagster_instance=instance,
             dagster_run=good_run.dagster_run,
         )
