@@ -91,6 +91,19 @@ def s3_server():
 
 @pytest.fixture
 def s3_env(monkeypatch, s3_server):
+    import boto3
+
+    # the server shares moto's in-process state: a test using moto's mock_aws resets it on exit (and the bucket
+    # with it), so every test makes sure its bucket is there
+    client = boto3.client(
+        "s3",
+        endpoint_url=s3_server,
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+        region_name="us-east-1",
+    )
+    if "fm-test" not in {b["Name"] for b in client.list_buckets().get("Buckets", [])}:
+        client.create_bucket(Bucket="fm-test")
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
