@@ -224,7 +224,9 @@ def main() -> None:
     }
     if not args.skip_datatrove:
         peer = datatrove_case(workdir, docs[: quarter * 4], tokenizer)
-        ours = growth["4x"]["docs_per_cpu_s"]
+        # one worker against datatrove's one: the CPU of pool workers (forkserver grandchildren) is not in
+        # RUSAGE_CHILDREN, so multi-worker docs/CPU-s would flatter us
+        ours = one_worker["docs_per_cpu_s"]
         result["datatrove"] = {**peer, "ours_docs_per_cpu_s": ours, "ratio": round(ours / peer["docs_per_cpu_s"], 3),
                                "target": ">= 3"}  # fmt: skip
     json.dump(result, sys.stdout, indent=2)
