@@ -79,9 +79,8 @@ def repair_cas(store: ObjectStore) -> list[str]:
     for shard in store.list("cas"):
         for rel in store.list(shard):
             name = rel.rsplit("/", 1)[-1]
-            with store.local_copy(rel) as local:
-                if sha256_file(local) == name:
-                    continue
+            if store.sha256(rel) == name:
+                continue
             source = landed.get(name)
             if source is None:
                 log.error("CAS object %s is damaged and no landed file has its bytes", rel)

@@ -16,7 +16,6 @@ markers' sha256 (``legacy_files``), without sizes.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -80,14 +79,6 @@ def damage_message(damage: list[Damage], reader: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def _sha256_of(store: ObjectStore, rel: str) -> str:
-    digest = hashlib.sha256()
-    with store.open(rel) as handle:
-        while block := handle.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def describe_output(
     store: ObjectStore, prefix: str, markers: Iterable[UnitMarker]
 ) -> dict[str, dict[str, Any]]:
@@ -101,7 +92,7 @@ def describe_output(
     todo = [name for name in sizes if name not in known and name != layout.SUCCESS]
     with ThreadPoolExecutor(HASH_THREADS) as pool:
         hashed = dict(
-            zip(todo, pool.map(lambda n: _sha256_of(store, layout.in_output(prefix, n)), todo), strict=True)
+            zip(todo, pool.map(lambda n: store.sha256(layout.in_output(prefix, n)), todo), strict=True)
         )
     files = {}
     for name, size in sorted(sizes.items()):
@@ -201,7 +192,7 @@ def check_output(
 
     def rehash(name: str) -> Damage | None:
         try:
-            found = _sha256_of(store, layout.in_output(success.prefix, name))
+            found = store.sha256(layout.in_output(success.prefix, name))
         except OSError as exc:
             return damaged(name, "unreadable", expected[name]["sha256"], str(exc))
         return (

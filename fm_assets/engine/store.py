@@ -8,6 +8,7 @@ written last so a reader never sees half a unit.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -156,6 +157,14 @@ class ObjectStore:
             if name and not name.rsplit("/", 1)[-1].startswith(".") and info.get("type") != "directory":
                 sizes[name] = int(info.get("size") or 0)
         return sizes
+
+    def sha256(self, rel: str) -> str:
+        """sha256 of ``rel``'s bytes, streamed (no local copy of a remote file)."""
+        digest = hashlib.sha256()
+        with self.open(rel) as handle:
+            while block := handle.read(1 << 20):
+                digest.update(block)
+        return digest.hexdigest()
 
     def size(self, rel: str) -> int:
         return int(self.fs.size(self.uri(rel)))

@@ -9,7 +9,6 @@ against the manifest, and every sample's bytes, all members and tar headers, aga
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -61,14 +60,6 @@ class VerifyReport:
         }
 
 
-def _sha256(store: ObjectStore, rel: str) -> str:
-    digest = hashlib.sha256()
-    with store.open(rel) as handle:
-        while block := handle.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _stage_finding(d: Damage) -> Finding:
     return Finding(
         "stage_output", d.path, d.describe().removeprefix(d.path + " "), repair_command(d.stage, d.batch)
@@ -108,7 +99,7 @@ def verify_cas(store: ObjectStore, report: VerifyReport, quick: bool) -> None:
 
     def check(rel: str) -> Finding | None:
         name = rel.rsplit("/", 1)[-1]
-        found = _sha256(store, rel)
+        found = store.sha256(rel)
         if found == name:
             return None
         return Finding(
@@ -132,7 +123,7 @@ def verify_landing(store: ObjectStore, report: VerifyReport, batches: set[str] |
                 problem = "is missing"
             elif size != entry["bytes"]:
                 problem = f"has {size} bytes, {entry['bytes']} were landed"
-            elif not quick and _sha256(store, rel) != entry["sha256"]:
+            elif not quick and store.sha256(rel) != entry["sha256"]:
                 problem = "does not match the sha256 recorded at landing"
             else:
                 continue
