@@ -104,6 +104,11 @@ class DatasetManifest:
         shards: The shards, in order.
         format_version: Shard format version (:data:`fm_loader.format.FORMAT_VERSION`).
         extra: Free-form JSON-serialisable metadata.
+        namespace: The tenant namespace every row belongs to (``cloud``, ``on_device``, ...); a release never
+            mixes namespaces and a trainer names the ones it may read. Manifests written before namespaces
+            were recorded load as ``cloud``.
+        revoked: ``None`` while the release is valid; once data in it is revoked, a JSON object such as
+            ``{"at": <ISO time>, "reason": ..., "revocation_id": ..., "superseded_by": <version or null>}``.
         location: Where the manifest was loaded from or saved to; relative shard paths resolve against it.
             Not serialised.
     """
@@ -117,6 +122,8 @@ class DatasetManifest:
     shards: list[ShardEntry] = field(default_factory=list)
     format_version: int = FORMAT_VERSION
     extra: dict = field(default_factory=dict)
+    namespace: str = "cloud"
+    revoked: dict[str, Any] | None = None
     location: str = field(default="", compare=False, repr=False)  # where it was loaded from, not serialised
 
     @property
@@ -154,6 +161,8 @@ class DatasetManifest:
             "extra": self.extra,
             "format_version": self.format_version,
             "name": self.name,
+            "namespace": self.namespace,
+            "revoked": self.revoked,
             "schema_fingerprint": self.schema_fingerprint,
             "seq_len": self.seq_len,
             "shards": [asdict(s) for s in self.shards],
@@ -200,6 +209,8 @@ class DatasetManifest:
             shards=shards,
             format_version=int(doc.get("format_version", FORMAT_VERSION)),
             extra=doc.get("extra", {}),
+            namespace=doc.get("namespace", "cloud"),
+            revoked=doc.get("revoked"),
             location=location,
         )
         if manifest.format_version not in SUPPORTED_FORMAT_VERSIONS:
