@@ -50,6 +50,8 @@ _EXPORTS = {
     "PackedRow": "fm_loader.format",
     "ShardInfo": "fm_loader.format",
     "encode_shard": "fm_loader.format",
+    "NamespaceError": "fm_loader.access",
+    "RevokedDatasetError": "fm_loader.access",
     "Loader": "fm_loader.loader",
     "PinningError": "fm_loader.loader",
     "DatasetManifest": "fm_loader.manifest",
@@ -64,6 +66,7 @@ _EXPORTS = {
 }
 
 if TYPE_CHECKING:
+    from fm_loader.access import NamespaceError, RevokedDatasetError
     from fm_loader.batching import IGNORE_INDEX, SOURCE_SHIFT
     from fm_loader.format import EncodedShard, PackedRow, ShardInfo, encode_shard
     from fm_loader.loader import Loader, PinningError
@@ -88,9 +91,11 @@ __all__ = [
     "DatasetManifest",
     "EncodedShard",
     "Loader",
+    "NamespaceError",
     "PackedRow",
     "PinningError",
     "Problem",
+    "RevokedDatasetError",
     "ShardEntry",
     "ShardInfo",
     "VerifyReport",

@@ -22,12 +22,13 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import Any
 
 import numpy as np
 import torch
 
+from fm_loader.access import DEFAULT_NAMESPACES, check_access
 from fm_loader.gather import BatchAssembler
 from fm_loader.metrics import LoaderMetrics
 from fm_loader.mixture import Mixture, load_mixture
@@ -173,6 +174,8 @@ class Loader:
         cache_budget_bytes: int = 64 << 30,
         storage_options: dict[str, Any] | None = None,
         input_ids_dtype: torch.dtype = torch.int32,
+        allowed_namespaces: Collection[str] = DEFAULT_NAMESPACES,
+        allow_revoked: bool = False,
     ) -> None:
         """Load the manifest or mixture, check the pins and plan the global stream (no shard is read yet).
 
@@ -207,11 +210,18 @@ class Loader:
                 ``{"client_kwargs": {"endpoint_url": "http://127.0.0.1:9000"}}``.
             input_ids_dtype: ``torch.int32`` (``nn.Embedding`` takes it) or ``torch.int64``. ``labels`` is
                 always int64 for ``cross_entropy``.
+            allowed_namespaces: Namespaces this trainer may read; a source from another one raises
+                :class:`~fm_loader.access.NamespaceError`. A manifest says its namespace; an MDS source takes
+                the ``namespace:`` of its mixture entry (default ``cloud``).
+            allow_revoked: Read revoked releases anyway (a warning is logged); otherwise one raises
+                :class:`~fm_loader.access.RevokedDatasetError`.
 
         Raises:
             ValueError: Invalid rank, world size or batch size; an unsupported ``input_ids_dtype``; or an
                 invalid mixture or manifest.
             PinningError: The sources disagree with each other or with the ``expected_*`` pins.
+            NamespaceError: A source's namespace is not in ``allowed_namespaces``.
+            RevokedDatasetError: A source is revoked and ``allow_revoked`` is False.
             TypeError: ``source`` is of an unsupported type.
             FileNotFoundError: The manifest or mixture does not exist.
             ImportError: A remote URI's fsspec filesystem (e.g. s3fs) is not installed.
@@ -242,6 +252,8 @@ class Loader:
             cache_budget_bytes=cache_budget_bytes,
             storage_options=storage_options,
             input_ids_dtype=input_ids_dtype,
+            allowed_namespaces=allowed_namespaces,
+            allow_revoked=allow_revoked,
         )
         self.global_batch_size = global_batch_size
         self.rank, self.world_size = rank, world_size
@@ -249,6 +261,7 @@ class Loader:
         self.num_workers, self.prefetch, self.epochs = num_workers, prefetch, epochs
         self.cache = ShardCache(cache_dir, cache_budget_bytes, storage_options)
         self.mixture = load_mixture(source, self.cache)
+        check_access(self.mixture.sources, allowed_namespaces, allow_revoked)
         self.seq_len, self.vocab_size = check_pins(
             self.mixture, expected_tokenizer_hash, expected_vocab_size, expected_seq_len
         )

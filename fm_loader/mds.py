@@ -161,6 +161,8 @@ class MDSTokenSource(Source):
         self.cache = cache or ShardCache()
         self.index = _MDSIndex(uri, self.cache)
         self.name = options.get("name") or uri.rstrip("/").rsplit("/", 1)[-1]
+        self.namespace = str(options.get("namespace", "cloud"))  # MDS has no manifest: the mixture entry says
+        self.origin = f"mds {uri}"
         self.column = options.get("column", "tokens")
         self.dtype = options.get("dtype")
         self.seq_len = int(options["seq_len"])
@@ -295,6 +297,8 @@ class MDSTextSource(Source):
         self.cache = cache or ShardCache()
         self.index = _MDSIndex(uri, self.cache)
         self.name = options.get("name") or uri.rstrip("/").rsplit("/", 1)[-1]
+        self.namespace = str(options.get("namespace", "cloud"))  # MDS has no manifest: the mixture entry says
+        self.origin = f"mds {uri}"
         self.column = options.get("text_column", "text")
         self.seq_len = int(options["seq_len"])
         tok_bytes = read_bytes(self.cache.get(tokenizer_path))

@@ -20,6 +20,7 @@ A mixture YAML (paths are relative to the YAML file)::
       - mds: ./mds-text                  # MosaicML MDS, text column tokenized and packed on the fly
         text_column: text
         tokenizer: ./tokenizer.json
+        namespace: cloud                 # MDS has no manifest: its namespace is said here (default cloud)
         choose: 1000
 
 A source with neither ``weight`` nor ``choose`` contributes one full pass per epoch. ``weight`` sources
@@ -66,7 +67,7 @@ TOP_KEYS = {"sources", "epoch_rows", "window_rows", "seq_len", "tokenizer_hash",
 SHARE_KEYS = {"weight", "choose", "name"}
 MANIFEST_KEYS = {"manifest"} | SHARE_KEYS
 MDS_KEYS = {"mds", "column", "dtype", "seq_len", "vocab_size", "tokenizer_hash", "eos_token_id", "pack",
-            "text_column", "tokenizer"} | SHARE_KEYS  # fmt: skip
+            "text_column", "tokenizer", "namespace"} | SHARE_KEYS  # fmt: skip
 
 
 class MixtureError(ValueError):
@@ -121,6 +122,10 @@ def validate_spec(spec: Any) -> None:
         choose = entry.get("choose", 0)
         if isinstance(choose, bool) or not isinstance(choose, int) or choose < 0:
             raise MixtureError(f"{label}: 'choose' must be a whole number of rows >= 0, got {choose!r}")
+        if kinds[0] == "mds" and "namespace" in entry:
+            namespace = entry["namespace"]
+            if not isinstance(namespace, str) or not namespace:
+                raise MixtureError(f"{label}: 'namespace' must be a name such as cloud, got {namespace!r}")
         if kinds[0] == "mds":
             merged = {
                 **{k: spec[k] for k in ("seq_len", "vocab_size", "tokenizer_hash") if k in spec},

@@ -11,6 +11,7 @@ import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from operator import attrgetter
+from typing import Any
 
 import numpy as np
 import xxhash
@@ -89,7 +90,11 @@ class ShardRows(ABC):
 
 
 class Source(ABC):
-    """A named dataset with known per-shard row counts."""
+    """A named dataset with known per-shard row counts.
+
+    ``namespace`` and ``revoked`` are what :mod:`fm_loader.access` enforces; ``origin`` names where the source
+    came from in error messages.
+    """
 
     name: str
     seq_len: int
@@ -97,6 +102,9 @@ class Source(ABC):
     tokenizer_hash: str
     shard_rows: np.ndarray
     max_docs_per_row: int
+    namespace: str = "cloud"
+    revoked: dict[str, Any] | None = None
+    origin: str = ""
 
     @property
     @abstractmethod
@@ -237,6 +245,9 @@ class ManifestSource(Source):
         )
         self.max_docs_per_row = max(map(attrgetter("max_docs_per_row"), manifest.shards), default=0)
         self.cache = cache or ShardCache()
+        self.namespace = manifest.namespace
+        self.revoked = manifest.revoked
+        self.origin = f"manifest {manifest.location or manifest.name + '/' + manifest.version}"
         self._fingerprint: str | None = None
 
     @property
