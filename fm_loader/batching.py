@@ -17,6 +17,9 @@ valid_token_count   (B,) int32   real (non-padding) tokens per row
 sample_ids          (B,) int64   global row id (source << 48 | row inside the source), -1 for a padding row
 =================== ============ ==========================================================================
 
+With ``Loader(extra_columns={name: fill})`` every batch also has one ``(B, T)`` int32 tensor per name
+(:mod:`fm_loader.columns`).
+
 ``input_ids`` is int32 by default: ``torch.nn.Embedding`` takes it as is and it halves the bytes written;
 ``labels`` stays int64 because ``cross_entropy`` needs it.
 
@@ -81,7 +84,15 @@ def chunk_rows(seq_len: int) -> int:
 class BufferPool:
     """Reusable output arrays for batches of one shape; a set is handed out again only once unreferenced."""
 
-    def __init__(self, batch: int, seq_len: int, max_docs: int, id_dtype: type[np.integer], size: int = 4):
+    def __init__(
+        self,
+        batch: int,
+        seq_len: int,
+        max_docs: int,
+        id_dtype: type[np.integer],
+        size: int = 4,
+        extra_columns: tuple[str, ...] = (),
+    ):
         """Describe the arrays of one set (nothing is allocated until :meth:`acquire`).
 
         Args:
@@ -90,6 +101,7 @@ class BufferPool:
             max_docs: Documents per row ``cu_seqlens`` has room for.
             id_dtype: numpy dtype of ``input_ids``.
             size: Sets kept for reuse; further sets are handed out but not kept.
+            extra_columns: Names of per-token columns, one ``(B, T)`` int32 array each.
         """
         self.shapes: dict[str, tuple[tuple[int, ...], type[np.generic]]] = {
             "input_ids": ((batch, seq_len), id_dtype),
@@ -103,6 +115,8 @@ class BufferPool:
         }
         if batch > chunk_rows(seq_len):  # filled in chunks (see fill_batch): segment_ids needs a buffer too
             self.shapes["segment_ids"] = ((batch, seq_len), np.int32)
+        for name in extra_columns:
+            self.shapes[name] = ((batch, seq_len), np.int32)
         self.size = size
         self._sets: list[tuple[dict[str, np.ndarray], tuple[int, ...]]] = []
 

@@ -5,6 +5,9 @@ requires, and traceable to the shard), three members in this order:
 
 * ``<key>.doclens`` - document lengths of the row, little-endian int32;
 * ``<key>.json``    - ``{"doc_ids": [...], "n_tokens": n, "dtype": "uint16", "checksum": "<xxh3-64 hex>"}``;
+* ``<key>.columns`` - only in format version 3, when the rows carry per-token columns (code structure ids,
+  AST depth, ...): each column's ``n_tokens`` values as little-endian int32, one column after another in the
+  order the ``.json`` lists under ``"columns"``;
 * ``<key>.tokens``  - the row's tokens, little-endian uint16 (vocab < 65536) or uint32.
 
 Headers are POSIX ustar with mtime 0, uid/gid 0, empty owner names and mode 0644, so identical rows give
@@ -19,6 +22,12 @@ doclens array, and an xxh3-64 footer over everything before it. The header's fla
 records carry sample checksums (``FLAG_SAMPLE_CHECKSUMS``). Format version 2 added them in the record
 field that version 1 left reserved (zero), so version 1 shards and manifests still load and train;
 ``fm_loader.verify`` checks their tokens and doclens only and counts them in ``unchecked_members``.
+
+Format version 3 (flag ``FLAG_COLUMNS``) adds per-token columns: after the doclens array the index holds the
+column names (a length-prefixed JSON list, padded to 8 bytes) and one ``COLUMN_RECORD_DTYPE`` record per row
+(byte offset of the ``.columns`` payload and its xxh3-64), so the columns are covered by a row checksum and by
+the sample checksum like the tokens. A shard without columns is still written as version 2, byte for byte
+what earlier writers produced.
 """
 
 from __future__ import annotations
@@ -29,20 +38,24 @@ import json
 import struct
 import sys
 import tarfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import xxhash
 
-FORMAT_VERSION = 2
-SUPPORTED_FORMAT_VERSIONS = (1, 2)  # same layout; 1 has no sample checksums
+FORMAT_VERSION = 3
+PLAIN_FORMAT_VERSION = 2  # what a shard without per-token columns is written as
+SUPPORTED_FORMAT_VERSIONS = (1, 2, 3)  # 1 has no sample checksums; 3 may add per-token columns
 INDEX_MAGIC = b"FMROWIX1"
 _INDEX_HEADER = struct.Struct("<8sIIIIQQ")  # magic, version, token itemsize, seq_len, flags, vocab, rows
 FLAG_SAMPLE_CHECKSUMS = (
     1  # records' sample_checksum holds xxh3-64 & 0xffffffff of the row's whole sample bytes
 )
+FLAG_COLUMNS = 2  # the index ends with the column names and a COLUMN_RECORD_DTYPE record per row
+COLUMN_DTYPE = np.dtype("<i4")
+COLUMN_RECORD_DTYPE = np.dtype([("columns_offset", "<u8"), ("columns_checksum", "<u8")])
 INDEX_RECORD_DTYPE = np.dtype(
     [
         ("tokens_offset", "<u8"),  # byte offset of the tokens payload inside the tar
@@ -76,12 +89,15 @@ def schema_fingerprint(vocab_size: int, format_version: int = FORMAT_VERSION) ->
     index = [list(field) for field in INDEX_RECORD_DTYPE.descr]
     if format_version == 1:
         index = [["reserved", *field[1:]] if field[0] == "sample_checksum" else field for field in index]
-    desc = {
+    desc: dict[str, Any] = {
         "format_version": format_version,
         "members": ["doclens:<i4", "json", f"tokens:{token_dtype_for(vocab_size).str}"],
         "index": index,
         "checksum": "xxh3_64",
     }
+    if format_version >= 3:
+        desc["members"].insert(2, f"columns:{COLUMN_DTYPE.str}")
+        desc["columns_index"] = [list(field) for field in COLUMN_RECORD_DTYPE.descr]
     return hashlib.sha256(json.dumps(desc, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -95,11 +111,14 @@ class PackedRow:
         doc_lens: Length of each document segment in the row, in order; positive and summing to
             ``len(tokens)``.
         doc_ids: Optional provenance id per document segment (empty, or one per entry of ``doc_lens``).
+        columns: Optional per-token columns: name -> one int32 value per token, aligned with ``tokens``.
+            Every row of a shard has the same column names.
     """
 
     tokens: np.ndarray
     doc_lens: Sequence[int]
     doc_ids: Sequence[str] = field(default_factory=list)
+    columns: Mapping[str, np.ndarray] = field(default_factory=dict)
 
     def validate(self, seq_len: int, vocab_size: int) -> None:
         """Check that the row fits a shard of ``seq_len`` and ``vocab_size``.
@@ -121,6 +140,11 @@ class PackedRow:
             raise ValueError("doc_ids must have one entry per document segment")
         if n and (int(np.min(self.tokens)) < 0 or int(np.max(self.tokens)) >= vocab_size):
             raise ValueError(f"token ids must lie in [0, {vocab_size})")
+        for name, values in self.columns.items():
+            if len(values) != n:
+                raise ValueError(f"column {name!r} has {len(values)} values for a row of {n} tokens")
+            if len(values) and (np.min(values) < -(2**31) or np.max(values) >= 2**31):
+                raise ValueError(f"column {name!r} has values outside int32")
 
 
 @dataclass(frozen=True)
@@ -139,6 +163,8 @@ class ShardInfo:
         max_docs_per_row: Largest number of document segments in one row.
         seq_len: Row length the shard was encoded for.
         vocab_size: Vocabulary size the shard was encoded for.
+        format_version: Layout written: 2 without per-token columns, 3 with them.
+        columns: Names of the per-token columns every row carries (empty for version 2).
     """
 
     name: str
@@ -152,6 +178,8 @@ class ShardInfo:
     max_docs_per_row: int
     seq_len: int
     vocab_size: int
+    format_version: int = PLAIN_FORMAT_VERSION
+    columns: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -197,11 +225,13 @@ def encode_shard(rows: Iterable[PackedRow], shard_name: str, seq_len: int, vocab
         The two files' bytes (nothing is written to disk) and the shard's :class:`ShardInfo`.
 
     Raises:
-        ValueError: A row fails :meth:`PackedRow.validate`.
+        ValueError: A row fails :meth:`PackedRow.validate`, or rows of the shard carry different columns.
     """
     dtype = token_dtype_for(vocab_size)
     tar = io.BytesIO()
     records: list[tuple[int, ...]] = []
+    column_records: list[tuple[int, int]] = []
+    column_names: tuple[str, ...] | None = None
     all_doclens: list[np.ndarray] = []
     doc_cursor = 0
     total_tokens = 0
@@ -219,6 +249,14 @@ def encode_shard(rows: Iterable[PackedRow], shard_name: str, seq_len: int, vocab
 
     for index, row in enumerate(rows):
         row.validate(seq_len, vocab_size)
+        names = tuple(sorted(row.columns))
+        if column_names is None:
+            column_names = names
+        elif names != column_names:
+            raise ValueError(
+                f"{shard_name} row {index} has columns {list(names)}, earlier rows {list(column_names)}: "
+                "every row of a shard carries the same per-token columns"
+            )
         key = f"{shard_name}/{index:08d}"
         tokens = np.ascontiguousarray(row.tokens, dtype=dtype).tobytes()
         doclens_arr = np.asarray(row.doc_lens, dtype="<i4")
@@ -230,9 +268,16 @@ def encode_shard(rows: Iterable[PackedRow], shard_name: str, seq_len: int, vocab
             "dtype": dtype.name,
             "n_tokens": len(row.tokens),
         }
+        if names:
+            meta["columns"] = list(names)
         add_member(f"{key}.doclens", doclens)
         meta_bytes = json.dumps(meta, sort_keys=True, separators=(",", ":")).encode()
         meta_offset = add_member(f"{key}.json", meta_bytes)
+        if names:
+            payload = b"".join(
+                np.ascontiguousarray(row.columns[name], dtype=COLUMN_DTYPE).tobytes() for name in names
+            )
+            column_records.append((add_member(f"{key}.columns", payload), row_checksum(payload)))
         tokens_offset = add_member(f"{key}.tokens", tokens)
         sample_checksum = sample_checksum32(sample)
         tar.write(sample)
@@ -258,12 +303,15 @@ def encode_shard(rows: Iterable[PackedRow], shard_name: str, seq_len: int, vocab
     tar.write(b"\0" * (2 * _BLOCK))
     tar_bytes = tar.getvalue()
 
+    columns = column_names or ()
     index_bytes = encode_index(
         np.array(records, dtype=INDEX_RECORD_DTYPE),
         np.concatenate(all_doclens) if all_doclens else np.zeros(0, "<i4"),
         itemsize=dtype.itemsize,
         seq_len=seq_len,
         vocab_size=vocab_size,
+        columns=columns,
+        column_records=np.array(column_records, dtype=COLUMN_RECORD_DTYPE),
     )
     tar_name, index_name = f"{shard_name}.tar", f"{shard_name}.idx"
     info = ShardInfo(
@@ -278,6 +326,8 @@ def encode_shard(rows: Iterable[PackedRow], shard_name: str, seq_len: int, vocab
         max_docs_per_row=max_docs,
         seq_len=seq_len,
         vocab_size=vocab_size,
+        format_version=FORMAT_VERSION if columns else PLAIN_FORMAT_VERSION,
+        columns=columns,
     )
     return EncodedShard(files={tar_name: tar_bytes, index_name: index_bytes}, info=info)
 
@@ -294,11 +344,21 @@ def encode_index(
     seq_len: int,
     vocab_size: int,
     flags: int = FLAG_SAMPLE_CHECKSUMS,
+    columns: Sequence[str] = (),
+    column_records: np.ndarray | None = None,
 ) -> bytes:
-    header = _INDEX_HEADER.pack(
-        INDEX_MAGIC, FORMAT_VERSION, itemsize, seq_len, flags, vocab_size, len(records)
-    )
+    """The ``.idx`` bytes: version 2 without ``columns``, version 3 (``FLAG_COLUMNS``) with them."""
+    version = FORMAT_VERSION if columns else PLAIN_FORMAT_VERSION
+    if columns:
+        flags |= FLAG_COLUMNS
+    header = _INDEX_HEADER.pack(INDEX_MAGIC, version, itemsize, seq_len, flags, vocab_size, len(records))
     body = header + records.astype(INDEX_RECORD_DTYPE).tobytes() + doclens.astype("<i4").tobytes()
+    if columns:
+        names = json.dumps(list(columns), separators=(",", ":")).encode()
+        body += struct.pack("<I", len(names)) + names
+        body += b"\0" * (-len(body) % 8)
+        assert column_records is not None and len(column_records) == len(records)
+        body += column_records.astype(COLUMN_RECORD_DTYPE).tobytes()
     return body + struct.pack("<Q", xxhash.xxh3_64_intdigest(body))
 
 
@@ -322,6 +382,8 @@ class RowIndex:
     record_bytes: memoryview = _NO_BYTES
     doclens_bytes: memoryview = _NO_BYTES
     flags: int = 0
+    columns: tuple[str, ...] = ()  # per-token column names (format version 3), in payload order
+    column_records: np.ndarray | None = None  # COLUMN_RECORD_DTYPE per row when ``columns``
 
     @property
     def rows(self) -> int:
@@ -351,10 +413,58 @@ def decode_index(data: bytes | memoryview, source: str = "<index>") -> RowIndex:
     start = _INDEX_HEADER.size
     end = start + n_rows * INDEX_RECORD_DTYPE.itemsize
     records = np.frombuffer(buf[start:end], dtype=INDEX_RECORD_DTYPE)
-    doclens = np.frombuffer(buf[end:-8], dtype="<i4")
+    doclens_end = len(buf) - 8
+    columns: tuple[str, ...] = ()
+    column_records = None
+    if flags & FLAG_COLUMNS:
+        n_docs = int(records["doc_start"][-1]) + int(records["n_docs"][-1]) if n_rows else 0
+        doclens_end = end + 4 * n_docs
+        try:
+            (names_len,) = struct.unpack_from("<I", buf, doclens_end)
+            names_end = doclens_end + 4 + names_len
+            columns = tuple(json.loads(bytes(buf[doclens_end + 4 : names_end])))
+            table = names_end + (-names_end % 8)
+            column_records = np.frombuffer(
+                buf[table : table + n_rows * COLUMN_RECORD_DTYPE.itemsize], COLUMN_RECORD_DTYPE
+            )
+        except (struct.error, ValueError) as exc:
+            raise CorruptIndexError(f"{source}: per-token column section unreadable ({exc})") from exc
+        if len(column_records) != n_rows:
+            raise CorruptIndexError(f"{source}: per-token column section is truncated")
+    doclens = np.frombuffer(buf[end:doclens_end], dtype="<i4")
     raw = buf[start:end].cast("B")
     words = raw.cast("Q") if sys.byteorder == "little" else np.frombuffer(raw, "<u8")
-    return RowIndex(records, doclens, itemsize, seq_len, vocab_size, words, raw, buf[end:-8].cast("B"), flags)
+    return RowIndex(
+        records,
+        doclens,
+        itemsize,
+        seq_len,
+        vocab_size,
+        words,
+        raw,
+        buf[end:doclens_end].cast("B"),
+        flags,
+        columns,
+        column_records,
+    )
+
+
+def row_columns(tar_bytes: bytes | memoryview, index: RowIndex, row: int) -> dict[str, np.ndarray]:
+    """One row's per-token columns (name -> int32 values), verified against the index's checksum.
+
+    Raises:
+        ValueError: The columns' bytes do not match their checksum.
+    """
+    if not index.columns or index.column_records is None:
+        return {}
+    n = int(index.records[row]["n_tokens"])
+    rec = index.column_records[row]
+    start = int(rec["columns_offset"])
+    payload = memoryview(tar_bytes)[start : start + 4 * n * len(index.columns)]
+    if row_checksum(payload) != int(rec["columns_checksum"]):
+        raise ValueError(f"row {row}: per-token columns checksum mismatch")
+    values = np.frombuffer(payload, COLUMN_DTYPE).reshape(len(index.columns), n)
+    return {name: values[i].copy() for i, name in enumerate(index.columns)}
 
 
 def decode_row(tar_bytes: bytes | memoryview, index: RowIndex, row: int) -> PackedRow:
@@ -370,4 +480,9 @@ def decode_row(tar_bytes: bytes | memoryview, index: RowIndex, row: int) -> Pack
     doc_lens = index.doclens[doc_start : doc_start + int(rec["n_docs"])]
     meta_start = int(rec["meta_offset"])
     meta = json.loads(bytes(buf[meta_start : meta_start + int(rec["meta_size"])]))
-    return PackedRow(np.frombuffer(payload, dtype=dtype).copy(), doc_lens.tolist(), meta.get("doc_ids", []))
+    return PackedRow(
+        np.frombuffer(payload, dtype=dtype).copy(),
+        doc_lens.tolist(),
+        meta.get("doc_ids", []),
+        row_columns(tar_bytes, index, row),
+    )

@@ -19,6 +19,9 @@ and row) or, with ``skip_corrupt``, turned into a padding row.
 
 Rows of other sources (MDS) and of tar shards with another token width are read by their
 :class:`~fm_loader.sources.ShardRows` afterwards, into the same buffer.
+
+Per-token ``extra_columns`` (:mod:`fm_loader.columns`) are filled with their declared value first, then the
+rows of shards that store a column get their values copied in, row by row (checked like the tokens).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import torch
 import xxhash
 
 from fm_loader.batching import BufferPool, chunk_rows, fill_batch, numpy_id_dtype
+from fm_loader.columns import copy_row_columns
 from fm_loader.format import INDEX_RECORD_DTYPE, token_dtype_for
 from fm_loader.mixture import Mixture
 from fm_loader.sources import CorruptRowError, CorruptShardError, ManifestSource, ShardRows, TarShardRows
@@ -106,6 +110,7 @@ class BatchAssembler:
         max_open: int = 256,
         input_ids_dtype: torch.dtype = torch.int32,
         pooled_batches: int = 4,
+        extra_columns: dict[str, int] | None = None,
     ) -> None:
         """Plan the gather; no shard is opened.
 
@@ -118,6 +123,7 @@ class BatchAssembler:
             max_open: Most shards held open at once.
             input_ids_dtype: ``torch.int32`` or ``torch.int64``.
             pooled_batches: Output buffer sets kept for reuse per batch shape.
+            extra_columns: Per-token column name -> fill value (see :mod:`fm_loader.columns`).
         """
         self.mixture = mixture
         self.seq_len = seq_len
@@ -131,6 +137,7 @@ class BatchAssembler:
         self._id_dtype = numpy_id_dtype(input_ids_dtype)
         self._pooled_batches = pooled_batches
         self._pools: dict[int, BufferPool] = {}
+        self.extra_columns = dict(extra_columns or {})
         # Rows are gathered with the token width of the first manifest source; tar shards of another width and
         # other kinds of source are read by their ShardRows.read.
         widths = [
@@ -251,6 +258,7 @@ class BatchAssembler:
         first_slot: int,
         sample_ids: np.ndarray,
         distinct: dict[int, None] | None = None,
+        columns: dict[str, np.ndarray] | None = None,
     ) -> _Gathered:
         """Copy rows ``rows`` of shards ``keys`` into ``ids[first_slot:]`` (zero padded); their lengths and
         document lengths."""
@@ -291,6 +299,11 @@ class BatchAssembler:
         doclens = b"".join(
             map(getitem, doc_views, map(slice, doc_starts.tolist(), (doc_starts + n_docs * 4).tolist()))
         )
+        if columns:  # while this piece's shards are open
+            for j, (key, row, n) in enumerate(zip(keys, rows.tolist(), lengths.tolist(), strict=True)):
+                reader = self._open.get(key) if n else None
+                if isinstance(reader, TarShardRows):
+                    copy_row_columns(reader, row, first_slot + j, n, columns, self.skip_corrupt)
         return _Gathered(lengths, n_docs, doclens)
 
     def _recheck(
@@ -328,7 +341,14 @@ class BatchAssembler:
     def _pool(self, count: int) -> BufferPool:
         pool = self._pools.get(count)
         if pool is None:
-            pool = BufferPool(count, self.seq_len, self.max_docs, self._id_dtype, self._pooled_batches)
+            pool = BufferPool(
+                count,
+                self.seq_len,
+                self.max_docs,
+                self._id_dtype,
+                self._pooled_batches,
+                tuple(self.extra_columns),
+            )
             self._pools[count] = pool
         return pool
 
@@ -357,12 +377,16 @@ class BatchAssembler:
             rows = rows.copy()
             rows[others] = 0  # the gather reads the null row there; ShardRows.read fills them in afterwards
         ids = out["input_ids"]
+        columns = {name: out[name] for name in self.extra_columns}
+        for name, fill in self.extra_columns.items():
+            columns[name].fill(fill)
         distinct = _distinct(keys)
         if len(distinct) <= self.max_open:
-            pieces = [self._gather(keys, rows, ids, 0, sample_ids, distinct)]
+            pieces = [self._gather(keys, rows, ids, 0, sample_ids, distinct, columns)]
         else:
             pieces = [
-                self._gather(keys[lo:hi], rows[lo:hi], ids, lo, sample_ids) for lo, hi in self._pieces(keys)
+                self._gather(keys[lo:hi], rows[lo:hi], ids, lo, sample_ids, columns=columns)
+                for lo, hi in self._pieces(keys)
             ]
         if len(pieces) == 1:
             lengths, n_docs, doclens = pieces[0]
@@ -373,9 +397,11 @@ class BatchAssembler:
         flat_docs = np.frombuffer(doclens, "<i4")
         if len(others):
             flat_docs = self._read_others(
-                refs, keys, others.tolist(), ids, lengths, n_docs, flat_docs, sample_ids
+                refs, keys, others.tolist(), ids, lengths, n_docs, flat_docs, sample_ids, columns
             )
         batch = fill_batch(out, lengths, n_docs, flat_docs, sample_ids, tails_zeroed=True)
+        for name, array in columns.items():
+            batch[name] = torch.from_numpy(array)
         self.last_counts = (int(lengths.sum()), count - int(np.count_nonzero(sample_ids < 0)))
         return batch
 
@@ -389,6 +415,7 @@ class BatchAssembler:
         n_docs: np.ndarray,
         flat_docs: np.ndarray,
         sample_ids: np.ndarray,
+        columns: dict[str, np.ndarray],
     ) -> np.ndarray:
         """Read the rows of ``slots`` with their shards' ``ShardRows.read``; returns the merged doclens."""
         per_slot = np.split(flat_docs, np.cumsum(n_docs)[:-1]) if len(n_docs) else []
@@ -397,9 +424,13 @@ class BatchAssembler:
             by_key.setdefault(keys[slot], []).append(slot)
         for key, key_slots in by_key.items():
             slot_arr = np.asarray(key_slots, dtype=np.int64)
-            result = self._reader(key).read(refs.row[slot_arr], ids, slot_arr, self.skip_corrupt)
+            reader = self._reader(key)
+            result = reader.read(refs.row[slot_arr], ids, slot_arr, self.skip_corrupt)
             for slot, n, docs in zip(key_slots, result.lengths, result.doclens, strict=True):
                 lengths[slot], n_docs[slot], per_slot[slot] = n, len(docs), docs
+                if columns and n and isinstance(reader, TarShardRows):
+                    row = int(refs.row[slot])
+                    copy_row_columns(reader, row, slot, n, columns, self.skip_corrupt)
             if result.corrupt_rows:
                 self.corrupt_rows_skipped += len(result.corrupt_rows)
                 sample_ids[slot_arr[np.asarray(result.lengths) == 0]] = -1

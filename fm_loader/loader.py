@@ -22,13 +22,14 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
 import numpy as np
 import torch
 
 from fm_loader.access import DEFAULT_NAMESPACES, check_access
+from fm_loader.columns import validate_extra_columns
 from fm_loader.gather import BatchAssembler
 from fm_loader.metrics import LoaderMetrics
 from fm_loader.mixture import Mixture, load_mixture
@@ -176,6 +177,7 @@ class Loader:
         input_ids_dtype: torch.dtype = torch.int32,
         allowed_namespaces: Collection[str] = DEFAULT_NAMESPACES,
         allow_revoked: bool = False,
+        extra_columns: Mapping[str, int] | None = None,
     ) -> None:
         """Load the manifest or mixture, check the pins and plan the global stream (no shard is read yet).
 
@@ -215,6 +217,10 @@ class Loader:
                 the ``namespace:`` of its mixture entry (default ``cloud``).
             allow_revoked: Read revoked releases anyway (a warning is logged); otherwise one raises
                 :class:`~fm_loader.access.RevokedDatasetError`.
+            extra_columns: Per-token columns to add to every batch, name -> fill value (e.g.
+                ``{"ast_depth": -1, "chunk_id": 0}``): each is a ``(B, T)`` int32 tensor holding the values
+                of rows whose shards store the column (aligned with ``input_ids``) and the fill everywhere
+                else (sources without it, padding). See :mod:`fm_loader.columns`.
 
         Raises:
             ValueError: Invalid rank, world size or batch size; an unsupported ``input_ids_dtype``; or an
@@ -234,6 +240,7 @@ class Loader:
             raise ValueError(
                 f"global_batch_size {global_batch_size} is not divisible by world_size {world_size}"
             )
+        columns = validate_extra_columns(extra_columns)
         self._config = dict(
             source=source,
             global_batch_size=global_batch_size,
@@ -254,6 +261,7 @@ class Loader:
             input_ids_dtype=input_ids_dtype,
             allowed_namespaces=allowed_namespaces,
             allow_revoked=allow_revoked,
+            extra_columns=extra_columns,
         )
         self.global_batch_size = global_batch_size
         self.rank, self.world_size = rank, world_size
@@ -275,6 +283,7 @@ class Loader:
             skip_corrupt,
             input_ids_dtype=input_ids_dtype,
             pooled_batches=prefetch + 3,  # batches alive at once: the trainer's, the queued ones, the next
+            extra_columns=columns,
         )
         self.seed = seed
         self.epoch = 0

@@ -1,8 +1,9 @@
 """Verify shards byte for byte: what ``fm verify`` runs on a release, usable by any trainer before a long run.
 
 ``verify_shard(name, tar, idx, report)`` checks one shard (tar and idx as bytes; problems are appended to
-``report``, a :class:`VerifyReport`): the index's footer, then every row's sample (all three members
-with their tar headers and padding) against the index's sample checksum, the tokens and doclens checksums,
+``report``, a :class:`VerifyReport`): the index's footer, then every row's sample (all its members
+with their tar headers and padding) against the index's sample checksum, the tokens and doclens checksums
+(and the per-token columns' checksum in format version 3),
 that samples tile the tar with nothing between them, and the tar's end-of-archive blocks.
 ``verify_dataset(manifest_path_or_uri, storage_options=None) -> VerifyReport`` does that for every shard of a manifest after checking each file's size and
 sha256 against the manifest, and reports every problem found (not only the first), e.g.::
@@ -26,6 +27,7 @@ from fm_loader.format import (
     RowIndex,
     decode_index,
     row_checksum,
+    row_columns,
     sample_checksum32,
 )
 from fm_loader.manifest import DatasetManifest
@@ -62,6 +64,14 @@ def _sample_end(index: RowIndex, row: int) -> int:
     return int(rec["tokens_offset"]) + size + (-size) % _BLOCK
 
 
+def _columns_intact(buf: memoryview, index: RowIndex, row: int) -> bool:
+    try:
+        row_columns(buf, index, row)
+    except ValueError:
+        return False
+    return True
+
+
 def verify_shard(name: str, tar: bytes | memoryview, idx: bytes | memoryview, report: VerifyReport) -> None:
     """Check one shard's bytes (see the module doc); problems go into ``report``."""
     report.shards += 1
@@ -96,6 +106,8 @@ def verify_shard(name: str, tar: bytes | memoryview, idx: bytes | memoryview, re
             report.problems.append(Problem(name, "tokens changed", row))
         elif row_checksum(np.ascontiguousarray(doclens).tobytes()) != int(rec["doclens_checksum"]):
             report.problems.append(Problem(name, "document lengths changed", row))
+        elif index.column_records is not None and not _columns_intact(buf, index, row):
+            report.problems.append(Problem(name, "per-token columns changed", row))
         start = end
     trailer = buf[start:]
     if len(trailer) < 2 * _BLOCK or any(trailer):
