@@ -126,7 +126,12 @@ def assemble_release(store: ObjectStore, name: str) -> dict[str, Any]:
             for entry in manifest.shards
         )
     release = replace(
-        first, name=name, version=version, shards=shards, extra={"batches": batches, "held_back": held_back}
+        first,
+        name=name,
+        version=version,
+        shards=shards,
+        extra={"batches": batches, "held_back": held_back},
+        format_version=max(m.format_version for _, _, m in manifests),  # 3 once any batch has token columns
     )
     store.write_bytes(layout.dataset_manifest(name, version), release.to_json().encode())
     card = {

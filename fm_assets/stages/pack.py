@@ -5,6 +5,9 @@ gaps best-fit leaves (see ``steps.packing.pack_documents``).
 
 Work units are runs of consecutive tokenize parts up to a token budget, so memory stays bounded and
 bigger units leave fewer half-empty rows. Accounting is in documents: every document in is packed.
+
+Per-token columns of the tokenize output (``tok_<name>``, see ``transforms.tokens.schemas``) are cut into
+the same pieces as the tokens, so a document's values follow its tokens into the row.
 """
 
 from __future__ import annotations
@@ -18,8 +21,16 @@ import pyarrow.parquet as pq
 from fm_assets.engine.checks import CheckOutcome, StageCheck
 from fm_assets.engine.records import StageSuccess, UnitMarker
 from fm_assets.engine.stage import Stage, StageContext, UnitContext, UnitResult, WorkUnit
-from fm_assets.transforms.tokens.packing import pack_documents
-from fm_assets.transforms.tokens.schemas import PACKED_SCHEMA, flat_tokens, token_list_array
+from fm_assets.transforms.tokens.packing import gather_pieces, pack_documents
+from fm_assets.transforms.tokens.schemas import (
+    MISSING_TOKEN_VALUE,
+    PACKED_SCHEMA,
+    TOKEN_COLUMN_PREFIX,
+    flat_tokens,
+    token_column_names,
+    token_columns_array,
+    token_list_array,
+)
 
 
 def check_packing_efficiency(store, success: StageSuccess, stage: Any) -> CheckOutcome:
@@ -52,9 +63,40 @@ def check_packing_efficiency(store, success: StageSuccess, stage: Any) -> CheckO
     )
 
 
+def per_token_values(
+    column: pa.ChunkedArray, doc_offsets: np.ndarray, doc_ids: list[str], name: str
+) -> np.ndarray:
+    """One int32 per token of the unit for a per-token column: the document's list, or
+    :data:`MISSING_TOKEN_VALUE` for each token of a document whose list is null.
+
+    Raises:
+        ValueError: A document's list has another length than its tokens (names the document and column).
+    """
+    array = column.combine_chunks().cast(pa.large_list(pa.int32()))
+    assert isinstance(array, pa.LargeListArray)
+    valid = array.is_valid().to_numpy(zero_copy_only=False)
+    list_offsets = array.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
+    list_lengths = np.diff(list_offsets)
+    doc_lengths = np.diff(doc_offsets)
+    wrong = np.flatnonzero(valid & (list_lengths != doc_lengths))
+    if len(wrong):
+        d = int(wrong[0])
+        raise ValueError(
+            f"per-token column {TOKEN_COLUMN_PREFIX}{name} of document {doc_ids[d]} has {int(list_lengths[d])} "
+            f"values for {int(doc_lengths[d])} tokens (one value per token, or null when the document has none)"
+        )
+    flat = array.values.to_numpy(zero_copy_only=False)
+    if valid.all():
+        return flat[list_offsets[0] : list_offsets[-1]]
+    out = np.full(int(doc_offsets[-1]), MISSING_TOKEN_VALUE, np.int32)
+    for d in np.flatnonzero(valid).tolist():
+        out[doc_offsets[d] : doc_offsets[d + 1]] = flat[list_offsets[d] : list_offsets[d + 1]]
+    return out
+
+
 class PackStage(Stage):
     name = "pack"
-    code_version = "pack-v4"  # v4: the packing check changed (its stored outcomes)
+    code_version = "pack-v5"  # v5: per-token columns (token_columns in the output schema)
     upstream = "tokenize"
     description = (
         "Best-fit-decreasing packing into rows of seq_len tokens; only documents longer than T split."
@@ -76,9 +118,7 @@ class PackStage(Stage):
         budget = 0
         for part in ctx.upstream_input.parts:
             with ctx.store.open(part) as handle:
-                tokens = int(
-                    pa.compute.sum(pq.read_table(handle, columns=["n_tokens"])["n_tokens"]).as_py() or 0
-                )
+                tokens = int(pq.read_table(handle, columns=["n_tokens"])["n_tokens"].to_numpy().sum())
             # close the unit before it would pass the budget: a unit holds at most the budget or one part
             if group and budget + tokens > ctx.settings.pack_tokens_per_unit:
                 units.append(WorkUnit(f"g{len(units):05d}", tuple(group)))
@@ -95,8 +135,15 @@ class PackStage(Stage):
         tables = []
         for part in unit.unit.inputs:
             with ctx.store.open(part) as handle:
-                tables.append(pq.read_table(handle, columns=["doc_id", "tokens"]))
-        table = pa.concat_tables(tables) if tables else PACKED_SCHEMA.empty_table().select([])
+                names = token_column_names(pq.read_schema(handle))
+            with ctx.store.open(part) as handle:
+                wanted = ["doc_id", "tokens", *(TOKEN_COLUMN_PREFIX + n for n in names)]
+                tables.append(pq.read_table(handle, columns=wanted))
+        table = (
+            pa.concat_tables(tables, promote_options="default")
+            if tables
+            else PACKED_SCHEMA.empty_table().select([])
+        )
         docs = table.num_rows
         if docs == 0:
             return UnitResult(records_in=0, records_out=0, extra={"tokens": 0, "rows": 0, "capacity": 0})
@@ -105,26 +152,28 @@ class PackStage(Stage):
         lengths = np.diff(offsets).tolist()
         bins = pack_documents(lengths, capacity, ctx.settings.pack_min_fragment)
 
-        row_ids, row_lens, row_doc_lens, row_doc_ids, chunks = [], [], [], [], []
+        row_ids, row_doc_lens, row_doc_ids = [], [], []
         for row, pieces in enumerate(bins):
             row_ids.append(f"{unit.unit.unit_id}:{row}")
             row_doc_lens.append([p.length for p in pieces])
             row_doc_ids.append(
                 [doc_ids[p.doc] if p.start == 0 else f"{doc_ids[p.doc]}@{p.start}" for p in pieces]
             )
-            row_lens.append(sum(p.length for p in pieces))
-            chunks.extend(
-                values[offsets[p.doc] + p.start : offsets[p.doc] + p.start + p.length] for p in pieces
+        row_values, row_offsets = gather_pieces(values, offsets, bins)
+        columns = {
+            name: gather_pieces(
+                per_token_values(table[TOKEN_COLUMN_PREFIX + name], offsets, doc_ids, name), offsets, bins
             )
-        row_offsets = np.zeros(len(bins) + 1, dtype=np.int64)
-        np.cumsum(row_lens, out=row_offsets[1:])
+            for name in token_column_names(table.schema)
+        }
         packed = pa.table(
             {
                 "row_id": pa.array(row_ids, pa.string()),
-                "n_tokens": pa.array(row_lens, pa.int32()),
-                "tokens": token_list_array(np.concatenate(chunks), row_offsets),
+                "n_tokens": pa.array(np.diff(row_offsets), pa.int32()),
+                "tokens": token_list_array(row_values, row_offsets),
                 "doc_lens": pa.array(row_doc_lens, pa.list_(pa.int32())),
                 "doc_ids": pa.array(row_doc_ids, pa.list_(pa.string())),
+                "token_columns": token_columns_array(columns, len(bins)),
             },
             schema=PACKED_SCHEMA,
         )

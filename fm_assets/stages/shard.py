@@ -3,6 +3,9 @@
 Shards are byte-for-byte reproducible (the writer fixes member order and mtimes); this stage's output
 table maps every packed row to its shard and position, and ``manifest.json`` lists the shards with
 their sha256, row and token counts, tokenizer hash and producing code version.
+
+Rows with per-token columns (the pack output's ``token_columns``) are stored with them (shard format
+version 3, the columns under the row checksum); a shard without any is written as version 2, as before.
 """
 
 from __future__ import annotations
@@ -19,8 +22,8 @@ from fm_assets.engine.checks import CheckOutcome, StageCheck
 from fm_assets.engine.hashing import sha256_bytes
 from fm_assets.engine.records import StageSuccess, UnitMarker
 from fm_assets.engine.stage import Stage, StageContext, UnitContext, UnitResult
-from fm_assets.transforms.tokens.schemas import SHARD_ROWS_SCHEMA, flat_tokens
-from fm_loader.format import PackedRow, encode_shard
+from fm_assets.transforms.tokens.schemas import SHARD_ROWS_SCHEMA, flat_tokens, row_token_columns
+from fm_loader.format import PLAIN_FORMAT_VERSION, PackedRow, encode_shard
 from fm_loader.manifest import DatasetManifest, ShardEntry
 
 MANIFEST = "manifest.json"
@@ -49,7 +52,7 @@ def check_shard_integrity(store, success: StageSuccess, stage: Any) -> CheckOutc
 
 class ShardStage(Stage):
     name = "shard"
-    code_version = "shard-v3"
+    code_version = "shard-v4"  # v4: per-token columns (format 3 shards when the rows carry them)
     upstream = "pack"
     description = "WebDataset shards (fm_loader format) and the partition's dataset manifest."
     output_schema = SHARD_ROWS_SCHEMA
@@ -70,6 +73,11 @@ class ShardStage(Stage):
         row_ids = table["row_id"].to_pylist()
         doc_lens = table["doc_lens"].to_pylist()
         doc_ids = table["doc_ids"].to_pylist()
+        if "token_columns" in table.column_names:
+            columns = row_token_columns(table["token_columns"])
+        else:  # a pack output written before per-token columns
+            columns = [{} for _ in row_ids]
+        format_version = PLAIN_FORMAT_VERSION
         per_shard = ctx.settings.rows_per_shard
         shards: list[dict[str, Any]] = []
         for shard_no, first in enumerate(range(0, len(row_ids), per_shard)):
@@ -77,11 +85,15 @@ class ShardStage(Stage):
             rows = range(first, min(first + per_shard, len(row_ids)))
             packed = (
                 PackedRow(
-                    tokens=values[offsets[r] : offsets[r + 1]], doc_lens=doc_lens[r], doc_ids=doc_ids[r]
+                    tokens=values[offsets[r] : offsets[r + 1]],
+                    doc_lens=doc_lens[r],
+                    doc_ids=doc_ids[r],
+                    columns=columns[r],
                 )
                 for r in rows
             )
             encoded = encode_shard(packed, name, seq_len, vocab_size)
+            format_version = max(format_version, encoded.info.format_version)
             for file_name, data in sorted(encoded.files.items()):
                 unit.writer.add_file(file_name, data)
             shards.append(asdict(ShardEntry.from_info(encoded.info)))
@@ -103,6 +115,7 @@ class ShardStage(Stage):
                 "shards": len(shards),
                 "tokens": int(offsets[-1]) if len(offsets) else 0,
                 "shard_entries": shards,
+                "format_version": format_version,
             },
         )
 
@@ -119,6 +132,10 @@ class ShardStage(Stage):
             tokenizer_hash=artifacts["tokenizer_sha256"],
             code_version=ctx.pipeline_version,
             shards=entries,
+            format_version=max(
+                (m.extra.get("format_version", PLAIN_FORMAT_VERSION) for m in markers),
+                default=PLAIN_FORMAT_VERSION,
+            ),
             extra={"batch": ctx.batch, "packing_efficiency": artifacts.get("packing_efficiency")},
         )
         manifest_rel = layout.in_output(output_prefix, MANIFEST)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from dataclasses import dataclass
 
+import numpy as np
+
 
 @dataclass(frozen=True)
 class Piece:
@@ -99,3 +101,23 @@ class _Stream:
                 self.position += 1
                 self.offset = 0
         return pieces
+
+
+def gather_pieces(
+    values: np.ndarray, doc_offsets: np.ndarray, rows: list[list[Piece]]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Lay a per-token array of documents out as packed rows: (values in row order, row offsets).
+
+    ``values[doc_offsets[d]:doc_offsets[d + 1]]`` belong to document ``d``; each piece takes its slice, so
+    tokens and any per-token column aligned with them come out aligned in the rows.
+    """
+    lengths = [sum(p.length for p in row) for row in rows]
+    row_offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=row_offsets[1:])
+    chunks = [
+        values[doc_offsets[p.doc] + p.start : doc_offsets[p.doc] + p.start + p.length]
+        for row in rows
+        for p in row
+    ]
+    out = np.concatenate(chunks) if chunks else values[:0]
+    return out, row_offsets
