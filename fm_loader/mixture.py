@@ -3,9 +3,12 @@
 A mixture YAML (paths are relative to the YAML file)::
 
     epoch_rows: 200000        # optional: rows per epoch shared by the ``weight`` sources
+    epoch_tokens: 400000000   # optional: tokens per epoch shared by the ``token_weight`` sources
     sources:
       - manifest: web/manifest.json
         weight: 3
+      - manifest: books/manifest.json
+        token_weight: 2       # a share of the epoch's tokens, not rows
       - manifest: code/manifest.json
         choose: 50000         # exactly this many rows per epoch (more than the source has tiles passes)
       - mds: s3://bucket/mds-tokens      # MosaicML MDS, pre-tokenized column
@@ -23,8 +26,13 @@ A mixture YAML (paths are relative to the YAML file)::
         namespace: cloud                 # MDS has no manifest: its namespace is said here (default cloud)
         choose: 1000
 
-A source with neither ``weight`` nor ``choose`` contributes one full pass per epoch. ``weight`` sources
-split ``epoch_rows`` (default: their total rows) by largest remainder, so counts are exact integers.
+A source with none of ``weight``, ``token_weight`` or ``choose`` contributes one full pass per epoch.
+``weight`` sources split ``epoch_rows`` (default: their total rows) by largest remainder, so counts are
+exact integers. ``token_weight`` sources split ``epoch_tokens`` (default: their total tokens) the same way,
+then each share becomes the whole number of rows nearest to it at the source's tokens per row (known from
+its manifest): over whole passes the tokens are exact, within a pass exact in expectation, and never more
+than half a row's tokens from the share. Sources with long and short documents thus get the token shares
+that were asked for, and the counts stay a pure function of the manifests and the mixture.
 ``validate_spec`` refuses a spec that cannot work with a message naming the key, the source and what to write.
 """
 
@@ -63,8 +71,9 @@ def apportion(weights: list[float], total: int) -> list[int]:
     return counts
 
 
-TOP_KEYS = {"sources", "epoch_rows", "window_rows", "seq_len", "tokenizer_hash", "vocab_size"}
-SHARE_KEYS = {"weight", "choose", "name"}
+TOP_KEYS = {"sources", "epoch_rows", "epoch_tokens", "window_rows", "seq_len", "tokenizer_hash", "vocab_size"}
+SHARE_KEYS = {"weight", "token_weight", "choose", "name"}
+SHARES = ("weight", "token_weight", "choose")
 MANIFEST_KEYS = {"manifest"} | SHARE_KEYS
 MDS_KEYS = {"mds", "column", "dtype", "seq_len", "vocab_size", "tokenizer_hash", "eos_token_id", "pack",
             "text_column", "tokenizer", "namespace"} | SHARE_KEYS  # fmt: skip
@@ -96,7 +105,7 @@ def validate_spec(spec: Any) -> None:
         raise MixtureError(
             "a mixture needs a non-empty 'sources' list, e.g. sources: [{manifest: web/manifest.json}]"
         )
-    for key in ("epoch_rows", "window_rows"):
+    for key in ("epoch_rows", "epoch_tokens", "window_rows"):
         if key in spec and (not isinstance(spec[key], int) or spec[key] <= 0):
             raise MixtureError(f"'{key}' must be a positive integer, got {spec[key]!r}")
     for i, entry in enumerate(entries):
@@ -112,13 +121,16 @@ def validate_spec(spec: Any) -> None:
         unknown = set(entry) - allowed
         if unknown:
             raise MixtureError(f"{label}: unknown key(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
-        if "weight" in entry and "choose" in entry:
+        given = [k for k in SHARES if k in entry]
+        if len(given) > 1:
             raise MixtureError(
-                f"{label}: give 'weight' (a share of epoch_rows) or 'choose' (exact rows), not both"
+                f"{label}: give one of 'weight' (a share of epoch_rows), 'token_weight' (a share of "
+                f"epoch_tokens) or 'choose' (exact rows), not {' and '.join(given)}"
             )
-        weight = entry.get("weight", 1)
-        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight <= 0:
-            raise MixtureError(f"{label}: 'weight' must be a number > 0, got {weight!r}")
+        for key in ("weight", "token_weight"):
+            weight = entry.get(key, 1)
+            if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight <= 0:
+                raise MixtureError(f"{label}: '{key}' must be a number > 0, got {weight!r}")
         choose = entry.get("choose", 0)
         if isinstance(choose, bool) or not isinstance(choose, int) or choose < 0:
             raise MixtureError(f"{label}: 'choose' must be a whole number of rows >= 0, got {choose!r}")
@@ -187,21 +199,38 @@ def load_mixture(source: Any, cache: ShardCache | None = None) -> Mixture:
     entries = spec["sources"]
     defaults = {k: spec[k] for k in ("seq_len", "tokenizer_hash", "vocab_size") if k in spec}
     sources = [_make_source(e, base, cache, defaults) for e in entries]
-    counts: list[int | None] = []
-    weighted: list[int] = []
-    for i, (entry, src) in enumerate(zip(entries, sources, strict=True)):
+    return Mixture(sources, epoch_counts(spec, sources), int(spec.get("window_rows", 8192)), spec)
+
+
+def epoch_counts(spec: dict[str, Any], sources: list[Source]) -> list[int]:
+    """Rows each source contributes per epoch, from its ``choose``, ``weight`` or ``token_weight``."""
+    entries = spec["sources"]
+    counts: list[int] = [src.rows for src in sources]
+    by_rows = [i for i, e in enumerate(entries) if "weight" in e]
+    by_tokens = [i for i, e in enumerate(entries) if "token_weight" in e]
+    for i, entry in enumerate(entries):
         if "choose" in entry:
-            counts.append(int(entry["choose"]))
-        elif "weight" in entry:
-            counts.append(None)
-            weighted.append(i)
-        else:
-            counts.append(src.rows)
-    if weighted:
-        total = int(spec.get("epoch_rows") or sum(sources[i].rows for i in weighted))
-        for i, n in zip(
-            weighted, apportion([float(entries[i]["weight"]) for i in weighted], total), strict=True
-        ):
+            counts[i] = int(entry["choose"])
+    if by_rows:
+        total = int(spec.get("epoch_rows") or sum(sources[i].rows for i in by_rows))
+        shares = apportion([float(entries[i]["weight"]) for i in by_rows], total)
+        for i, n in zip(by_rows, shares, strict=True):
             counts[i] = n
-    final = [int(c) for c in counts if c is not None]
-    return Mixture(sources, final, int(spec.get("window_rows", 8192)), spec)
+    if by_tokens:
+        tokens = [_known_tokens(sources[i], i, entries[i]) for i in by_tokens]
+        total = int(spec.get("epoch_tokens") or sum(tokens))
+        shares = apportion([float(entries[i]["token_weight"]) for i in by_tokens], total)
+        for i, share, source_tokens in zip(by_tokens, shares, tokens, strict=True):
+            rows = sources[i].rows  # the row count whose expected tokens are nearest the share (exact ints)
+            counts[i] = (2 * share * rows + source_tokens) // (2 * source_tokens)
+    return counts
+
+
+def _known_tokens(source: Source, i: int, entry: dict[str, Any]) -> int:
+    tokens = source.tokens
+    if not tokens:
+        raise MixtureError(
+            f"{_label(i, entry)}: 'token_weight' needs the source's token count up front, which only "
+            "manifest sources record; give this source 'weight' or 'choose' instead"
+        )
+    return tokens

@@ -121,6 +121,11 @@ class Source(ABC):
     def rows(self) -> int:
         return int(self.shard_rows.sum())
 
+    @property
+    def tokens(self) -> int | None:
+        """Tokens over all rows when known without reading shards (``token_weight`` needs it), else None."""
+        return None
+
 
 POPULATE_MAX_BYTES = 256 << 20
 """Shards up to this size are mapped pre-faulted (Linux ``MAP_POPULATE``), bigger ones page by page."""
@@ -265,6 +270,10 @@ class ManifestSource(Source):
 
     def shard_label(self, shard: int) -> str:
         return self.manifest.shard_uri(self.manifest.shards[shard])
+
+    @property
+    def tokens(self) -> int:
+        return self.manifest.tokens
 
     def open_shard(self, shard: int) -> TarShardRows:
         entry = self.manifest.shards[shard]
