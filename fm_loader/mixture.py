@@ -124,8 +124,8 @@ def validate_spec(spec: Any) -> None:
         given = [k for k in SHARES if k in entry]
         if len(given) > 1:
             raise MixtureError(
-                f"{label}: give one of 'weight' (a share of epoch_rows), 'token_weight' (a share of "
-                f"epoch_tokens) or 'choose' (exact rows), not {' and '.join(given)}"
+                f"{label}: give 'weight' (a share of epoch_rows), 'token_weight' (a share of epoch_tokens) "
+                f"or 'choose' (exact rows), not both (this source has {' and '.join(given)})"
             )
         for key in ("weight", "token_weight"):
             weight = entry.get(key, 1)

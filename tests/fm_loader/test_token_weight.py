@@ -79,7 +79,7 @@ def test_token_weight_mixes_with_choose_and_keeps_the_stream_pure(long_and_short
 
 def test_two_shares_on_one_source_and_sources_without_token_counts_are_refused(long_and_short):
     long, _ = long_and_short
-    with pytest.raises(MixtureError, match="not weight and token_weight"):
+    with pytest.raises(MixtureError, match="not both \\(this source has weight and token_weight\\)"):
         Loader({"sources": [{"manifest": long, "weight": 1, "token_weight": 1}]}, global_batch_size=2)
     with pytest.raises(MixtureError, match="'token_weight' must be a number > 0"):
         Loader({"sources": [{"manifest": long, "token_weight": 0}]}, global_batch_size=2)
