@@ -63,6 +63,7 @@ _EXPORTS = {
     "VerifyReport": "fm_loader.verify",
     "verify_dataset": "fm_loader.verify",
     "verify_shard": "fm_loader.verify",
+    "validation_loaders": "fm_loader.validation",
 }
 
 if TYPE_CHECKING:
@@ -73,6 +74,7 @@ if TYPE_CHECKING:
     from fm_loader.manifest import DatasetManifest, ShardEntry
     from fm_loader.rows import read_rows
     from fm_loader.sources import CorruptRowError, CorruptShardError
+    from fm_loader.validation import validation_loaders
     from fm_loader.verify import Problem, VerifyReport, verify_dataset, verify_shard
 
 
@@ -101,6 +103,7 @@ __all__ = [
     "VerifyReport",
     "encode_shard",
     "read_rows",
+    "validation_loaders",
     "verify_dataset",
     "verify_shard",
 ]

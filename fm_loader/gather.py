@@ -38,9 +38,9 @@ import xxhash
 
 from fm_loader.batching import BufferPool, chunk_rows, fill_batch, numpy_id_dtype
 from fm_loader.columns import copy_row_columns
-from fm_loader.format import INDEX_RECORD_DTYPE, token_dtype_for
+from fm_loader.format import INDEX_RECORD_DTYPE
 from fm_loader.mixture import Mixture
-from fm_loader.sources import CorruptRowError, CorruptShardError, ManifestSource, ShardRows, TarShardRows
+from fm_loader.sources import CorruptRowError, CorruptShardError, ShardRows, TarShardRows
 from fm_loader.stream import RowRefs
 
 logger = logging.getLogger(__name__)
@@ -140,9 +140,7 @@ class BatchAssembler:
         self.extra_columns = dict(extra_columns or {})
         # Rows are gathered with the token width of the first manifest source; tar shards of another width and
         # other kinds of source are read by their ShardRows.read.
-        widths = [
-            token_dtype_for(s.vocab_size) if isinstance(s, ManifestSource) else None for s in mixture.sources
-        ]
+        widths = [s.tar_token_dtype for s in mixture.sources]
         self._dtype = next((w for w in widths if w is not None), np.dtype("<u2"))
         self._itemsize = self._dtype.itemsize
         # Indexed by source + 1 (padding rows have source -1): True where the gather reads the source's rows.

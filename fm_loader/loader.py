@@ -178,6 +178,8 @@ class Loader:
         allowed_namespaces: Collection[str] = DEFAULT_NAMESPACES,
         allow_revoked: bool = False,
         extra_columns: Mapping[str, int] | None = None,
+        held_out_rows: int = 0,
+        split: str = "train",
     ) -> None:
         """Load the manifest or mixture, check the pins and plan the global stream (no shard is read yet).
 
@@ -221,6 +223,11 @@ class Loader:
                 ``{"ast_depth": -1, "chunk_id": 0}``): each is a ``(B, T)`` int32 tensor holding the values
                 of rows whose shards store the column (aligned with ``input_ids``) and the fill everywhere
                 else (sources without it, padding). See :mod:`fm_loader.columns`.
+            held_out_rows: Rows of every source kept out of training for per-dataset validation (whole
+                shards chosen from the source's content alone, see :mod:`fm_loader.holdout`); pass the same
+                number to :func:`fm_loader.validation.validation_loaders`. 0 trains on everything.
+            split: ``"train"``, or ``"validation:<source name>"`` for that source's held-out rows (what
+                :func:`~fm_loader.validation.validation_loaders` builds).
 
         Raises:
             ValueError: Invalid rank, world size or batch size; an unsupported ``input_ids_dtype``; or an
@@ -262,13 +269,15 @@ class Loader:
             allowed_namespaces=allowed_namespaces,
             allow_revoked=allow_revoked,
             extra_columns=extra_columns,
+            held_out_rows=held_out_rows,
+            split=split,
         )
         self.global_batch_size = global_batch_size
         self.rank, self.world_size = rank, world_size
         self.local_batch_size = global_batch_size // world_size
         self.num_workers, self.prefetch, self.epochs = num_workers, prefetch, epochs
         self.cache = ShardCache(cache_dir, cache_budget_bytes, storage_options)
-        self.mixture = load_mixture(source, self.cache)
+        self.mixture = load_mixture(source, self.cache, held_out_rows, split)
         check_access(self.mixture.sources, allowed_namespaces, allow_revoked)
         self.seq_len, self.vocab_size = check_pins(
             self.mixture, expected_tokenizer_hash, expected_vocab_size, expected_seq_len

@@ -44,6 +44,7 @@ from typing import Any
 
 import yaml
 
+from fm_loader.holdout import TRAIN, apply_split
 from fm_loader.manifest import DatasetManifest
 from fm_loader.sources import ManifestSource, Source
 from fm_loader.storage import ShardCache, read_bytes, resolve_uri
@@ -177,29 +178,42 @@ def _make_source(entry: dict[str, Any], base: str, cache: ShardCache, defaults: 
     raise ValueError(f"mixture source needs a 'manifest' or 'mds' key: {entry}")
 
 
-def load_mixture(source: Any, cache: ShardCache | None = None) -> Mixture:
-    """Accepts a manifest path/URI, a mixture YAML path/URI, a :class:`DatasetManifest`, or a parsed mixture."""
+def load_mixture(
+    source: Any, cache: ShardCache | None = None, held_out_rows: int = 0, split: str = TRAIN
+) -> Mixture:
+    """Load what a loader reads.
+
+    Args:
+        source: A manifest path/URI, a mixture YAML path/URI, a :class:`DatasetManifest`, or a parsed mixture.
+        cache: Local cache of remote files.
+        held_out_rows: Rows per source kept for validation (:mod:`fm_loader.holdout`); 0 holds none out.
+        split: ``"train"`` (every source without its held-out rows) or ``"validation:<source name>"`` (that
+            source's held-out rows, one full pass per epoch).
+    """
     cache = cache or ShardCache()
-    if isinstance(source, DatasetManifest):
-        src = ManifestSource(source, cache=cache)
-        return Mixture([src], [src.rows], spec={"manifest": source.name})
     base = ""
-    if isinstance(source, (str, os.PathLike)):
-        base = str(source)
-        if base.endswith((".yaml", ".yml")):
-            spec = yaml.safe_load(read_bytes(base, cache.storage_options))
-        else:
-            src = ManifestSource(DatasetManifest.load(base, cache.storage_options), cache=cache)
-            return Mixture([src], [src.rows], spec={"manifest": base})
-    elif isinstance(source, dict):
-        spec = source
+    if isinstance(source, DatasetManifest):
+        spec: dict[str, Any] = {"manifest": source.name}
+        sources: list[Source] = [ManifestSource(source, cache=cache)]
+    elif isinstance(source, (str, os.PathLike)) and not str(source).endswith((".yaml", ".yml")):
+        spec = {"manifest": str(source)}
+        sources = [ManifestSource(DatasetManifest.load(str(source), cache.storage_options), cache=cache)]
     else:
-        raise TypeError(f"unsupported source {source!r}")
-    validate_spec(spec)
-    entries = spec["sources"]
-    defaults = {k: spec[k] for k in ("seq_len", "tokenizer_hash", "vocab_size") if k in spec}
-    sources = [_make_source(e, base, cache, defaults) for e in entries]
-    return Mixture(sources, epoch_counts(spec, sources), int(spec.get("window_rows", 8192)), spec)
+        if isinstance(source, (str, os.PathLike)):
+            base = str(source)
+            spec = yaml.safe_load(read_bytes(base, cache.storage_options))
+        elif isinstance(source, dict):
+            spec = source
+        else:
+            raise TypeError(f"unsupported source {source!r}")
+        validate_spec(spec)
+        defaults = {k: spec[k] for k in ("seq_len", "tokenizer_hash", "vocab_size") if k in spec}
+        sources = [_make_source(e, base, cache, defaults) for e in spec["sources"]]
+    window = int(spec.get("window_rows", 8192))
+    sources = apply_split(sources, held_out_rows, split)
+    if split != TRAIN or "sources" not in spec:  # one source, one full pass per epoch
+        return Mixture(sources, [sources[0].rows], window, spec)
+    return Mixture(sources, epoch_counts(spec, sources), window, spec)
 
 
 def epoch_counts(spec: dict[str, Any], sources: list[Source]) -> list[int]:

@@ -25,6 +25,7 @@ from fm_loader.format import (
     RowIndex,
     decode_index,
     row_checksum,
+    token_dtype_for,
 )
 from fm_loader.manifest import DatasetManifest, ShardEntry
 from fm_loader.storage import ShardCache, is_remote, read_bytes
@@ -105,6 +106,9 @@ class Source(ABC):
     namespace: str = "cloud"
     revoked: dict[str, Any] | None = None
     origin: str = ""
+    tar_token_dtype: np.dtype | None = (
+        None  # set when rows come from our tar shards (the batch gather reads them)
+    )
 
     @property
     @abstractmethod
@@ -124,6 +128,11 @@ class Source(ABC):
     @property
     def tokens(self) -> int | None:
         """Tokens over all rows when known without reading shards (``token_weight`` needs it), else None."""
+        return None
+
+    @property
+    def shard_tokens(self) -> list[int] | None:
+        """Tokens per shard when known without reading shards, else None."""
         return None
 
 
@@ -250,6 +259,7 @@ class ManifestSource(Source):
         )
         self.max_docs_per_row = max(map(attrgetter("max_docs_per_row"), manifest.shards), default=0)
         self.cache = cache or ShardCache()
+        self.tar_token_dtype = token_dtype_for(manifest.vocab_size)
         self.namespace = manifest.namespace
         self.revoked = manifest.revoked
         self.origin = f"manifest {manifest.location or manifest.name + '/' + manifest.version}"
@@ -274,6 +284,10 @@ class ManifestSource(Source):
     @property
     def tokens(self) -> int:
         return self.manifest.tokens
+
+    @property
+    def shard_tokens(self) -> list[int]:
+        return [entry.tokens for entry in self.manifest.shards]
 
     def open_shard(self, shard: int) -> TarShardRows:
         entry = self.manifest.shards[shard]
