@@ -9,6 +9,7 @@ Writing shards (what the pipeline's shard stage calls)::
 
     from fm_loader.format import PackedRow, encode_shard
     from fm_loader.manifest import DatasetManifest, ShardEntry
+    from fm_loader.metrics import MetricsLogger
     enc = encode_shard(rows, shard_name="shard-000000", seq_len=2048, vocab_size=50257)
     for name, data in enc.files.items(): ...            # write atomically next to each other
     manifest = DatasetManifest(name="web", version="v1", seq_len=2048, vocab_size=50257,
@@ -54,6 +55,7 @@ _EXPORTS = {
     "RevokedDatasetError": "fm_loader.access",
     "Loader": "fm_loader.loader",
     "PinningError": "fm_loader.loader",
+    "MetricsLogger": "fm_loader.metrics",
     "DatasetManifest": "fm_loader.manifest",
     "ShardEntry": "fm_loader.manifest",
     "read_rows": "fm_loader.rows",
@@ -72,6 +74,7 @@ if TYPE_CHECKING:
     from fm_loader.format import EncodedShard, PackedRow, ShardInfo, encode_shard
     from fm_loader.loader import Loader, PinningError
     from fm_loader.manifest import DatasetManifest, ShardEntry
+    from fm_loader.metrics import MetricsLogger
     from fm_loader.rows import read_rows
     from fm_loader.sources import CorruptRowError, CorruptShardError
     from fm_loader.validation import validation_loaders
@@ -93,6 +96,7 @@ __all__ = [
     "DatasetManifest",
     "EncodedShard",
     "Loader",
+    "MetricsLogger",
     "NamespaceError",
     "PackedRow",
     "PinningError",

@@ -23,6 +23,7 @@ import queue
 import threading
 import time
 from collections.abc import Collection, Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -31,7 +32,7 @@ import torch
 from fm_loader.access import DEFAULT_NAMESPACES, check_access
 from fm_loader.columns import validate_extra_columns
 from fm_loader.gather import BatchAssembler
-from fm_loader.metrics import LoaderMetrics
+from fm_loader.metrics import LoaderMetrics, cache_delta
 from fm_loader.mixture import Mixture, load_mixture
 from fm_loader.storage import ShardCache
 from fm_loader.stream import GlobalStream, RowRefs
@@ -84,13 +85,21 @@ class _WorkerBatches(torch.utils.data.IterableDataset):
         self.config = loader._config
         self.schedule = schedule
 
-    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+    def __iter__(self) -> Iterator[tuple[dict[str, torch.Tensor], dict[str, Any]]]:
+        """Yields (batch, what the main process counts: build time, real tokens and rows, cache counters)."""
         info = torch.utils.data.get_worker_info()
         wid, nw = (info.id, info.num_workers) if info is not None else (0, 1)
         local = Loader(**{**self.config, "num_workers": 0, "prefetch": 0})
         try:
+            before = replace(local.cache.stats)
             for epoch, start in self.schedule[wid::nw]:
-                yield local._build(epoch, start)
+                t0 = time.monotonic()
+                batch, tokens, rows = local._build_counted(epoch, start)
+                built_at = time.monotonic()
+                now = replace(local.cache.stats)
+                counts = {"built_at": built_at, "build_s": built_at - t0, "tokens": tokens, "rows": rows}
+                yield batch, {**counts, "cache": cache_delta(now, before)}
+                before = now
         finally:
             local.close()
 
@@ -424,9 +433,10 @@ class Loader:
 
     def _iter_inline(self) -> Iterator[dict[str, torch.Tensor]]:
         for epoch, start in self._next_positions():
-            t0 = time.perf_counter()
+            asked = self._metrics.ask()
             batch, tokens, rows = self._build_counted(epoch, start)
-            self._metrics.wait_s += time.perf_counter() - t0
+            built_at = time.monotonic()
+            self._metrics.handed(asked, built_at, built_at - asked)
             self._advance(epoch, start, batch, tokens, rows)
             yield batch
 
@@ -438,7 +448,10 @@ class Loader:
         def produce() -> None:
             try:
                 for epoch, start in self._next_positions():
-                    item = (epoch, start, *self._build_counted(epoch, start))
+                    t0 = time.monotonic()
+                    batch, tokens, rows = self._build_counted(epoch, start)
+                    built_at = time.monotonic()
+                    item = (epoch, start, batch, tokens, rows, built_at, built_at - t0)
                     while not stop.is_set():
                         try:
                             ready.put(item, timeout=0.1)
@@ -455,14 +468,14 @@ class Loader:
         worker.start()
         try:
             while True:
-                t0 = time.perf_counter()
+                asked = self._metrics.ask()
                 item = ready.get()
-                self._metrics.wait_s += time.perf_counter() - t0
                 if item is done:
                     return
                 if isinstance(item, BaseException):
                     raise item
-                epoch, start, batch, tokens, rows = item
+                epoch, start, batch, tokens, rows, built_at, build_s = item
+                self._metrics.handed(asked, built_at, build_s)
                 self._advance(epoch, start, batch, tokens, rows)
                 yield batch
         finally:
@@ -482,10 +495,11 @@ class Loader:
         )
         it = iter(data)
         for epoch, start in schedule:
-            t0 = time.perf_counter()
-            batch = next(it)
-            self._metrics.wait_s += time.perf_counter() - t0
-            self._advance(epoch, start, batch)
+            asked = self._metrics.ask()
+            batch, info = next(it)
+            self._metrics.handed(asked, info["built_at"], info["build_s"])
+            self._metrics.worker_cache.add(info["cache"])
+            self._advance(epoch, start, batch, info["tokens"], info["rows"])
             yield batch
 
     # -- reporting ---------------------------------------------------------------------------------------
@@ -494,9 +508,14 @@ class Loader:
 
         Returns:
             Counts (``rows``, ``tokens``, ``bytes``, ``batches``, ``corrupt_rows_skipped``, and ``lost_rows``:
-            those of them in missing shards), rates (``rows_per_s``, ``tokens_per_s``, ``bytes_per_s``),
-            ``elapsed_s``, the time the trainer waited for batches (``input_stall_s``, ``input_stall_fraction``)
-            and the cache's ``cache_hits``, ``cache_misses``, ``cache_bytes_downloaded`` and ``cache_evictions``.
+            those of them in missing shards), rates (``rows_per_s``, ``tokens_per_s``, ``bytes_per_s``) over
+            ``elapsed_s`` (since the first request for a batch), the time the trainer waited in ``__next__``
+            (``input_stall_s``, ``input_stall_fraction``), ``queue_depth_mean`` (batches ready when the trainer
+            asked), ``build_s`` (time spent building batches, worker processes included) and the cache's
+            ``cache_hits``, ``cache_misses``, ``cache_hit_rate``, ``cache_bytes_downloaded``,
+            ``cache_fetch_wait_s`` (readers waiting on downloads), ``cache_prewarmed`` and ``cache_evictions``
+            (worker processes' caches included). :class:`fm_loader.metrics.MetricsLogger` logs them every N
+            steps.
         """
         return self._metrics.snapshot(self.cache.stats)
 

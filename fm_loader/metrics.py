@@ -1,11 +1,26 @@
-"""Loader throughput and stall counters."""
+"""Loader throughput, input stall and cache counters, and a hook that logs them every N steps.
+
+The input stall is the time the consumer spent blocked in ``__next__`` waiting for a batch; its fraction is
+that time over the time since the consumer first asked for one. The queue depth is, averaged over steps, how
+many batches were already built and waiting when the consumer asked (0: every step waited on a build). Build
+times come from whichever process built the batch (the prefetch thread or a ``DataLoader`` worker); with
+workers, each batch carries its worker's build time and cache counters back, so they are counted too.
+"""
 
 from __future__ import annotations
 
+import logging
 import time
-from dataclasses import dataclass, field
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 from fm_loader.storage import CacheStats
+
+logger = logging.getLogger(__name__)
+
+_ASKS_KEPT = 256  # steps back a late-arriving batch can still count as queued (more than any prefetch depth)
 
 
 @dataclass
@@ -15,12 +30,35 @@ class LoaderMetrics:
     bytes: int = 0
     batches: int = 0
     wait_s: float = 0.0  # time the consumer spent blocked waiting for the next batch: the input stall
+    build_s: float = 0.0  # time spent building the batches handed out (in this process or in workers)
     corrupt_rows_skipped: int = 0  # rows made padding: corrupt, or in a missing shard (skip_corrupt)
     lost_rows: int = 0  # of those, rows whose shard or row index could not be opened
-    started: float = field(default_factory=time.perf_counter)
+    started: float | None = None  # monotonic time of the consumer's first request
+    worker_cache: CacheStats = field(default_factory=CacheStats)  # cache counters of DataLoader workers
+    _asks: deque[float] = field(default_factory=lambda: deque(maxlen=_ASKS_KEPT))
+    _queued: int = 0  # sum over steps of the batches waiting when the step asked
+
+    def ask(self) -> float:
+        """The consumer asks for a batch now; returns the time."""
+        now = time.monotonic()
+        if self.started is None:
+            self.started = now
+        self._asks.append(now)
+        return now
+
+    def handed(self, asked_at: float, built_at: float, build_s: float) -> None:
+        """The batch asked for at ``asked_at`` arrived; it was finished at ``built_at`` after ``build_s``.
+
+        It was waiting in the queue at every recent step that asked after it was built: those steps had one
+        more batch ready.
+        """
+        self.wait_s += time.monotonic() - asked_at
+        self.build_s += build_s
+        self._queued += sum(1 for t in self._asks if t >= built_at)
 
     def snapshot(self, cache_stats: CacheStats | None = None) -> dict[str, float]:
-        elapsed = max(time.perf_counter() - self.started, 1e-9)
+        now = time.monotonic()
+        elapsed = max(now - self.started, 1e-9) if self.started is not None else 1e-9
         out = {
             "rows": self.rows,
             "tokens": self.tokens,
@@ -31,15 +69,76 @@ class LoaderMetrics:
             "tokens_per_s": self.tokens / elapsed,
             "bytes_per_s": self.bytes / elapsed,
             "input_stall_s": self.wait_s,
-            "input_stall_fraction": self.wait_s / elapsed,
+            "input_stall_fraction": min(1.0, self.wait_s / elapsed),
+            "queue_depth_mean": self._queued / self.batches if self.batches else 0.0,
+            "build_s": self.build_s,
             "corrupt_rows_skipped": self.corrupt_rows_skipped,
             "lost_rows": self.lost_rows,
         }
         if cache_stats is not None:
+            total = cache_stats.plus(self.worker_cache)
+            looked_up = total.hits + total.misses
             out.update(
-                cache_hits=cache_stats.hits,
-                cache_misses=cache_stats.misses,
-                cache_bytes_downloaded=cache_stats.bytes_downloaded,
-                cache_evictions=cache_stats.evictions,
+                cache_hits=total.hits,
+                cache_misses=total.misses,
+                cache_hit_rate=total.hits / looked_up if looked_up else 1.0,
+                cache_bytes_downloaded=total.bytes_downloaded,
+                cache_fetch_wait_s=total.wait_s,
+                cache_prewarmed=total.prewarmed,
+                cache_evictions=total.evictions,
             )
         return out
+
+
+def cache_delta(now: CacheStats, before: CacheStats) -> dict[str, float]:
+    """What ``now`` counted since ``before`` (as a plain dict, to travel back from a worker process)."""
+    return {f.name: getattr(now, f.name) - getattr(before, f.name) for f in fields(CacheStats)}
+
+
+class MetricsLogger:
+    """Logs (or hands to ``sink``) a loader's :meth:`~fm_loader.loader.Loader.metrics` every ``every`` steps.
+
+    Call it once per training step::
+
+        log_metrics = fm_loader.MetricsLogger(loader, every=100)
+        for step, batch in enumerate(loader):
+            train_step(batch)
+            log_metrics(step)
+
+    Args:
+        loader: Anything with a ``metrics()`` method returning a dict of numbers.
+        every: Steps between reports.
+        sink: Called with the metrics dict instead of logging (e.g. an experiment tracker's ``log``).
+    """
+
+    def __init__(
+        self, loader: Any, every: int = 100, sink: Callable[[dict[str, float]], None] | None = None
+    ) -> None:
+        if every <= 0:
+            raise ValueError(f"every must be a positive number of steps, got {every}")
+        self.loader = loader
+        self.every = every
+        self.sink = sink
+
+    def __call__(self, step: int) -> dict[str, float] | None:
+        """Report if ``step + 1`` is a multiple of ``every``; returns what was reported, else None."""
+        if (step + 1) % self.every:
+            return None
+        metrics = self.loader.metrics()
+        if self.sink is not None:
+            self.sink(metrics)
+        else:
+            logger.info(
+                "step %d: input stall %.1f%% (%.2f s), %.0f tokens/s, %.1f rows/s, queue depth %.2f, "
+                "cache hit rate %.3f, %d bytes fetched, fetch wait %.2f s",
+                step + 1,
+                100 * metrics["input_stall_fraction"],
+                metrics["input_stall_s"],
+                metrics["tokens_per_s"],
+                metrics["rows_per_s"],
+                metrics["queue_depth_mean"],
+                metrics.get("cache_hit_rate", 1.0),
+                metrics.get("cache_bytes_downloaded", 0),
+                metrics.get("cache_fetch_wait_s", 0.0),
+            )
+        return metrics

@@ -10,6 +10,7 @@ import os
 import posixpath
 import tempfile
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -95,10 +96,31 @@ def write_bytes_atomic(uri: str, data: bytes, storage_options: dict[str, Any] | 
 
 @dataclass
 class CacheStats:
+    """Counters of a :class:`ShardCache`. ``hits``/``misses``/``wait_s`` count readers' lookups (a reader that
+    finds a download in flight waits for it and counts a miss); files fetched ahead by a prewarm count in
+    ``prewarmed`` and ``bytes_downloaded`` only."""
+
     hits: int = 0
     misses: int = 0
     bytes_downloaded: int = 0
     evictions: int = 0
+    wait_s: float = 0.0  # time readers spent waiting for downloads
+    prewarmed: int = 0  # files downloaded ahead of their readers
+
+    def plus(self, other: CacheStats) -> CacheStats:
+        return CacheStats(
+            self.hits + other.hits,
+            self.misses + other.misses,
+            self.bytes_downloaded + other.bytes_downloaded,
+            self.evictions + other.evictions,
+            self.wait_s + other.wait_s,
+            self.prewarmed + other.prewarmed,
+        )
+
+    def add(self, delta: dict[str, float]) -> None:
+        """Add counters sent back by a worker process (see :func:`fm_loader.metrics.cache_delta`)."""
+        for key, value in delta.items():
+            setattr(self, key, getattr(self, key) + value)
 
 
 class ShardCache:
@@ -128,15 +150,29 @@ class ShardCache:
         digest = hashlib.sha256(uri.encode()).hexdigest()[:24]
         return os.path.join(self.folder, digest[:2], f"{digest}-{posixpath.basename(uri)}")
 
-    def get(self, uri: str, pin: bool = False) -> str:
-        """Local path of ``uri``, downloading it first if it is remote and not cached."""
+    def get(self, uri: str, pin: bool = False, ahead: bool = False) -> str:
+        """Local path of ``uri``, downloading it first if it is remote and not cached.
+
+        Args:
+            uri: Local path or remote URI.
+            pin: Keep the file from eviction until :meth:`unpin` (one unpin per pinned get).
+            ahead: A prewarm fetching before any reader needs the file: counted in ``prewarmed``, not as a
+                reader's hit, miss or wait.
+        """
         if not is_remote(uri):
             return local_path(uri)
         path = self._cache_path(uri)
+        t0 = time.monotonic()
+        waited = False
         while True:
             with self._lock:
                 if path in self._lru or os.path.exists(path):
-                    self.stats.hits += 1
+                    if not ahead:  # a reader that waited on someone else's download missed
+                        if waited:
+                            self.stats.misses += 1
+                            self.stats.wait_s += time.monotonic() - t0
+                        else:
+                            self.stats.hits += 1
                     self._lru[path] = self._lru.pop(path, None) or os.path.getsize(path)
                     if pin:
                         self._pins[path] = self._pins.get(path, 0) + 1
@@ -146,13 +182,18 @@ class ShardCache:
                     event = self._inflight[path] = threading.Event()
                     break
             event.wait()
+            waited = True
         try:
             data = read_bytes(uri, self.storage_options)
             with self._lock:
                 self._make_room(len(data))
             write_bytes_atomic(path, data)
             with self._lock:
-                self.stats.misses += 1
+                if ahead:
+                    self.stats.prewarmed += 1
+                else:
+                    self.stats.misses += 1
+                    self.stats.wait_s += time.monotonic() - t0
                 self.stats.bytes_downloaded += len(data)
                 self._lru[path] = len(data)
                 if pin:
