@@ -59,6 +59,9 @@ class SubsetSource(Source):
     def shard_label(self, shard: int) -> str:
         return self.base.shard_label(self.shards[shard])
 
+    def shard_files(self, shard: int) -> list[str]:
+        return self.base.shard_files(self.shards[shard])
+
 
 def _ranked_shards(source: Source) -> list[int]:
     fingerprint = source.fingerprint

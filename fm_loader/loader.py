@@ -34,6 +34,7 @@ from fm_loader.columns import validate_extra_columns
 from fm_loader.gather import BatchAssembler
 from fm_loader.metrics import LoaderMetrics, cache_delta
 from fm_loader.mixture import Mixture, load_mixture
+from fm_loader.prewarm import Prewarmer
 from fm_loader.storage import ShardCache
 from fm_loader.stream import GlobalStream, RowRefs
 
@@ -189,6 +190,7 @@ class Loader:
         extra_columns: Mapping[str, int] | None = None,
         held_out_rows: int = 0,
         split: str = "train",
+        prewarm_rows: int = 0,
     ) -> None:
         """Load the manifest or mixture, check the pins and plan the global stream (no shard is read yet).
 
@@ -237,6 +239,9 @@ class Loader:
                 number to :func:`fm_loader.validation.validation_loaders`. 0 trains on everything.
             split: ``"train"``, or ``"validation:<source name>"`` for that source's held-out rows (what
                 :func:`~fm_loader.validation.validation_loaders` builds).
+            prewarm_rows: When positive, a background thread fetches the remote shards of this rank's rows
+                among the next ``prewarm_rows`` global rows into the cache while iterating, and keeps them
+                pinned until the window has passed them (:mod:`fm_loader.prewarm`).
 
         Raises:
             ValueError: Invalid rank, world size or batch size; an unsupported ``input_ids_dtype``; or an
@@ -280,11 +285,13 @@ class Loader:
             extra_columns=extra_columns,
             held_out_rows=held_out_rows,
             split=split,
+            prewarm_rows=prewarm_rows,
         )
         self.global_batch_size = global_batch_size
         self.rank, self.world_size = rank, world_size
         self.local_batch_size = global_batch_size // world_size
         self.num_workers, self.prefetch, self.epochs = num_workers, prefetch, epochs
+        self.prewarm_rows = prewarm_rows
         self.cache = ShardCache(cache_dir, cache_budget_bytes, storage_options)
         self.mixture = load_mixture(source, self.cache, held_out_rows, split)
         check_access(self.mixture.sources, allowed_namespaces, allow_revoked)
@@ -426,10 +433,29 @@ class Loader:
         right after the last one received.
         """
         if self.num_workers > 0:
-            return self._iter_workers()
-        if self.prefetch > 0:
-            return self._iter_prefetch()
-        return self._iter_inline()
+            batches = self._iter_workers()
+        elif self.prefetch > 0:
+            batches = self._iter_prefetch()
+        else:
+            batches = self._iter_inline()
+        return self._prewarmed(batches) if self.prewarm_rows > 0 else batches
+
+    def _prewarmed(self, batches: Iterator[dict[str, torch.Tensor]]) -> Iterator[dict[str, torch.Tensor]]:
+        warmer = Prewarmer(
+            self.mixture,
+            self.seed,
+            self.cache,
+            self.prewarm_rows,
+            self.global_batch_size,
+            (self.rank * self.local_batch_size, self.local_batch_size),
+            self._next_positions(),
+            lambda: (self.epoch, self.rows_consumed),
+        )
+        warmer.start()
+        try:
+            yield from batches
+        finally:
+            warmer.stop()
 
     def _iter_inline(self) -> Iterator[dict[str, torch.Tensor]]:
         for epoch, start in self._next_positions():

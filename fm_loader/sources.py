@@ -135,6 +135,10 @@ class Source(ABC):
         """Tokens per shard when known without reading shards, else None."""
         return None
 
+    def shard_files(self, shard: int) -> list[str]:
+        """URIs of the files opening ``shard`` reads (what a prewarm fetches); empty when unknown."""
+        return []
+
 
 POPULATE_MAX_BYTES = 256 << 20
 """Shards up to this size are mapped pre-faulted (Linux ``MAP_POPULATE``), bigger ones page by page."""
@@ -288,6 +292,10 @@ class ManifestSource(Source):
     @property
     def shard_tokens(self) -> list[int]:
         return [entry.tokens for entry in self.manifest.shards]
+
+    def shard_files(self, shard: int) -> list[str]:
+        entry = self.manifest.shards[shard]
+        return [self.manifest.index_uri(entry), self.manifest.shard_uri(entry)]
 
     def open_shard(self, shard: int) -> TarShardRows:
         entry = self.manifest.shards[shard]
