@@ -1,6 +1,7 @@
 """Benchmark fm_loader against its peers on the same rows, in one run; prints one JSON object.
 
-Usage: ``python bench/loader.py [--rows 16384] [--seq-len 2048] [--shards 64] [--batch 64] [--repeats 7]``.
+Usage: ``python bench/loader.py [--rows 16384] [--seq-len 2048] [--shards 64] [--batch 64] [--repeats 7]``;
+``--trainer-only`` runs only the trainer runs below.
 
 Readers, each over the same ``rows x seq_len`` uint16 tokens, from page cache (one warm-up pass each first):
 
@@ -20,6 +21,16 @@ machine was; ``cpu_time_ratios`` are the same ratios from this process's CPU tim
 Units: ``bytes_per_s`` is shard token bytes per second (2 bytes a token), the unit shared by every reader;
 ``fraction_of_memcpy`` compares fm_loader's (full batch dicts) with memcpy's. ``output_bytes_per_s`` counts
 the bytes of the batch tensors fm_loader produced (about 21 bytes a token with int32 ``input_ids``).
+
+Trainer runs (``trainer_runs``): an epoch of a two-source mixture (the rows above, plus as many rows that
+carry two per-token columns), as a trainer sees it: ``plain`` (no extra columns, built in this process by
+the prefetch thread), ``enriched`` (``extra_columns={"depth": -1, "chunk": 0}``: the second source's values,
+the fill for the first's) and ``workers`` (the plain batches built by ``--workers`` DataLoader processes).
+After one warm-up epoch each, every config runs ``--trainer-repeats`` times and the run with the median token
+rate is reported. Each reports B, T, iterations and the loader's own metrics twice: ``loader_bound`` (the trainer takes no
+time: token rate is the loader's throughput, and it stalls on every batch) and ``with_step`` (a
+``--step-ms`` sleep per batch stands in for the training step: the stall is what a trainer that fast
+would lose).
 
 Start-up: ``startup`` builds ``Loader`` on manifests of 10k and 100k shards and plans the first batch (no shard
 I/O: the shards do not exist), and on a 100k-shard manifest whose entries all name real shard files builds the
@@ -63,9 +74,12 @@ from fm_loader import DatasetManifest, Loader, PackedRow, ShardEntry, encode_sha
 VOCAB = 50257
 
 
-def build(folder: str, rows: int, seq_len: int, shards: int) -> tuple[str, list[np.ndarray]]:
-    """Write ``shards`` shards of ``rows`` random rows (four documents each) and their manifest."""
-    rng = np.random.default_rng(0)
+def build(
+    folder: str, rows: int, seq_len: int, shards: int, columns: bool = False, name: str = "bench"
+) -> tuple[str, list[np.ndarray]]:
+    """Write ``shards`` shards of ``rows`` random rows (four documents each) and their manifest; with
+    ``columns`` every row also carries per-token ``depth`` and ``chunk`` columns."""
+    rng = np.random.default_rng(1 if columns else 0)
     per_shard = rows // shards
     entries, all_rows = [], []
     for s in range(shards):
@@ -73,17 +87,84 @@ def build(folder: str, rows: int, seq_len: int, shards: int) -> tuple[str, list[
         for _ in range(per_shard):
             tokens = rng.integers(0, VOCAB, seq_len, dtype=np.uint16)
             cuts = np.sort(rng.choice(np.arange(1, seq_len), 3, replace=False))
-            packed.append(PackedRow(tokens, np.diff([0, *cuts, seq_len]).tolist(), ["x:0"] * 4))
+            lens = np.diff([0, *cuts, seq_len]).tolist()
+            row = PackedRow(tokens, lens, ["x:0"] * 4)
+            if columns:
+                row.columns = {"depth": rng.integers(0, 32, seq_len), "chunk": np.repeat(np.arange(4), lens)}
+            packed.append(row)
             all_rows.append(tokens)
-        enc = encode_shard(packed, f"shard-{s:06d}", seq_len, VOCAB)
-        for name, data in enc.files.items():
-            with open(os.path.join(folder, name), "wb") as f:
+        enc = encode_shard(packed, f"{name}-{s:06d}", seq_len, VOCAB)
+        for file_name, data in enc.files.items():
+            with open(os.path.join(folder, file_name), "wb") as f:
                 f.write(data)
         entries.append(ShardEntry.from_info(enc.info))
-    manifest = DatasetManifest("bench", "v1", seq_len, VOCAB, "bench-tok", "bench", entries)
-    path = os.path.join(folder, "manifest.json")
+    manifest = DatasetManifest(name, "v1", seq_len, VOCAB, "bench-tok", "bench", entries)
+    path = os.path.join(folder, f"{name}.json")
     manifest.save(path)
     return path, all_rows
+
+
+def trainer_run(mixture: dict[str, Any], batch: int, step_s: float, **options: Any) -> dict[str, Any]:
+    """One epoch as a trainer consumes it (``step_s`` of "training" per batch); the loader's metrics."""
+    loader = Loader(mixture, global_batch_size=batch, **options)
+    shape = None
+    for out in loader:
+        shape = shape or tuple(out["input_ids"].shape)
+        if step_s:
+            time.sleep(step_s)
+    m = loader.metrics()
+    loader.close()
+    assert shape is not None
+    return {
+        "B": shape[0],
+        "T": shape[1],
+        "iterations": int(m["batches"]),
+        "keys": len(out),
+        "tokens_per_s": m["tokens_per_s"],
+        "rows_per_s": m["rows_per_s"],
+        "input_stall_s": m["input_stall_s"],
+        "input_stall_fraction": m["input_stall_fraction"],
+        "queue_depth_mean": m["queue_depth_mean"],
+        "build_s": m["build_s"],
+        "elapsed_s": m["elapsed_s"],
+    }
+
+
+def trainer_runs(folder: str, plain: str, args: argparse.Namespace) -> dict[str, Any]:
+    """plain / enriched / multi-worker epochs of a two-source mixture, loader-bound and with a step."""
+    enriched, _ = build(folder, args.rows, args.seq_len, args.shards, columns=True, name="enriched")
+    mixture = {"sources": [{"manifest": plain}, {"manifest": enriched}]}
+    configs: dict[str, dict[str, Any]] = {
+        "plain": {"prefetch": 2},
+        "enriched": {"prefetch": 2, "extra_columns": {"depth": -1, "chunk": 0}},
+        "workers": {"num_workers": args.workers, "prefetch": 2},
+    }
+    out: dict[str, Any] = {
+        "step_ms": args.step_ms,
+        "workers": args.workers,
+        "sources": 2,
+        "repeats": args.trainer_repeats,
+    }
+    for options in configs.values():  # warm-up: page cache, first maps, worker start-up paths
+        trainer_run(mixture, args.batch, 0.0, **options)
+    for name, options in configs.items():
+        out[name] = {
+            "loader_bound": median_run(
+                [trainer_run(mixture, args.batch, 0.0, **options) for _ in range(args.trainer_repeats)]
+            ),
+            "with_step": median_run(
+                [
+                    trainer_run(mixture, args.batch, args.step_ms / 1000, **options)
+                    for _ in range(args.trainer_repeats)
+                ]
+            ),
+        }
+    return out
+
+
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run with the median token rate (its own numbers, so they stay consistent with each other)."""
+    return sorted(runs, key=lambda run: run["tokens_per_s"])[len(runs) // 2]
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
@@ -250,6 +331,10 @@ def main() -> None:
     parser.add_argument("--skip-mds", action="store_true")
     parser.add_argument("--skip-startup", action="store_true")
     parser.add_argument("--streaming-path", default=os.environ.get("FM_BENCH_STREAMING_PATH"))
+    parser.add_argument("--trainer-only", action="store_true", help="only the plain/enriched/workers runs")
+    parser.add_argument("--step-ms", type=float, default=20.0, help="simulated training step per batch")
+    parser.add_argument("--workers", type=int, default=2, help="DataLoader workers of the 'workers' run")
+    parser.add_argument("--trainer-repeats", type=int, default=3, help="runs per trainer config (median)")
     args = parser.parse_args()
     out: dict[str, Any] = {
         "rows": args.rows,
@@ -262,6 +347,12 @@ def main() -> None:
     }
     with tempfile.TemporaryDirectory() as folder:
         path, rows = build(folder, args.rows, args.seq_len, args.shards)
+        if args.trainer_only:
+            out["trainer_runs"] = trainer_runs(folder, path, args)
+            out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            out["load_avg_end"] = os.getloadavg()[0]
+            print(json.dumps(out, indent=1))
+            return
         token_bytes = sum(len(r) for r in rows) * 2
         out["token_bytes"] = token_bytes
         tars = sorted(os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(".tar"))
@@ -351,6 +442,7 @@ def main() -> None:
             resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0
         ) / 1024
 
+        out["trainer_runs"] = trainer_runs(folder, path, args)
         if not args.skip_startup:
             manifest = DatasetManifest.load(path)
             out["startup"] = startup(folder, manifest.shards[0], args.seq_len, repeats=3)
