@@ -108,10 +108,12 @@ def trainer_run(mixture: dict[str, Any], batch: int, step_s: float, **options: A
     """One epoch as a trainer consumes it (``step_s`` of "training" per batch); the loader's metrics."""
     loader = Loader(mixture, global_batch_size=batch, **options)
     shape = None
+    cpu0 = time.process_time()
     for out in loader:
         shape = shape or tuple(out["input_ids"].shape)
         if step_s:
             time.sleep(step_s)
+    cpu_s = time.process_time() - cpu0
     m = loader.metrics()
     loader.close()
     assert shape is not None
@@ -127,6 +129,8 @@ def trainer_run(mixture: dict[str, Any], batch: int, step_s: float, **options: A
         "queue_depth_mean": m["queue_depth_mean"],
         "build_s": m["build_s"],
         "elapsed_s": m["elapsed_s"],
+        "cpu_s": cpu_s,  # this process only (not the workers'); includes the simulated step's few microseconds
+        "tokens_per_cpu_s": m["tokens"] / cpu_s if cpu_s else 0.0,
     }
 
 
@@ -141,7 +145,7 @@ def trainer_runs(folder: str, plain: str, args: argparse.Namespace) -> dict[str,
     }
     out: dict[str, Any] = {
         "step_ms": args.step_ms,
-        "workers": args.workers,
+        "num_workers": args.workers,
         "sources": 2,
         "repeats": args.trainer_repeats,
     }
@@ -334,7 +338,7 @@ def main() -> None:
     parser.add_argument("--trainer-only", action="store_true", help="only the plain/enriched/workers runs")
     parser.add_argument("--step-ms", type=float, default=20.0, help="simulated training step per batch")
     parser.add_argument("--workers", type=int, default=2, help="DataLoader workers of the 'workers' run")
-    parser.add_argument("--trainer-repeats", type=int, default=3, help="runs per trainer config (median)")
+    parser.add_argument("--trainer-repeats", type=int, default=5, help="runs per trainer config (median)")
     args = parser.parse_args()
     out: dict[str, Any] = {
         "rows": args.rows,

@@ -31,10 +31,12 @@ Remote shards (``s3://``, ``gs://``, ... through fsspec) are cached locally; pas
 ``storage_options``, e.g. ``Loader("s3://bucket/web/v1/manifest.json", ..., storage_options={"client_kwargs":
 {"endpoint_url": "http://127.0.0.1:9000"}})`` for an S3-compatible server.
 
-Modules: ``format`` (tar + row index), ``manifest``, ``storage`` (URIs, remote cache), ``order`` (shuffle and
-interleave math), ``stream`` (global stream), ``mixture`` (YAML mixtures), ``sources`` (shard readers),
-``mds`` (MosaicML MDS sources), ``gather`` (rows of a batch out of open shards), ``batching`` (fixed-shape
-batch), ``loader``, ``rows`` (``read_rows``).
+Modules: ``format`` (tar + row index), ``manifest``, ``storage`` (URIs, remote cache), ``prewarm`` (hot
+tier), ``order`` (shuffle and interleave math), ``stream`` (global stream), ``mixture`` (YAML mixtures),
+``sources`` (shard readers), ``mds`` (MosaicML MDS sources), ``access`` (namespaces, revocations),
+``holdout`` + ``validation`` (per-dataset validation slices), ``gather`` (rows of a batch out of open shards),
+``batching`` (fixed-shape batch), ``columns`` (per-token extra columns), ``metrics``, ``loader``, ``rows``
+(``read_rows``).
 """
 
 from __future__ import annotations
