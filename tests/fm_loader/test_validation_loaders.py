@@ -89,3 +89,24 @@ def test_remote_slices_are_cached_after_the_first_pass(tmp_path):
     shutil.rmtree(cache)
     fs.rm("/vbucket", recursive=True)
     assert np.all([len(r) > 0 for r in rows])
+
+
+@pytest.mark.parametrize(("world_a", "world_b", "steps"), [(1, 3, 4), (2, 1, 7), (4, 2, 2)])
+def test_training_without_the_slices_resumes_exactly_under_another_world_size(
+    mixture, world_a, world_b, steps
+):
+    options = {"held_out_rows": 12, "extra_columns": {"depth": -1}, "epochs": 2, "prefetch": 0}
+    reference = [s for b in Loader(mixture, 12, **options) for s in b["sample_ids"].tolist() if s >= 0]
+    first = Loader(mixture, 12, rank=0, world_size=world_a, **options)
+    batches = iter(first)
+    for _ in range(steps):
+        next(batches)
+    state = first.state_dict()
+    ranks = []
+    for rank in range(world_b):
+        loader = Loader(mixture, 12, rank=rank, world_size=world_b, **options)
+        loader.load_state_dict(state)
+        ranks.append([b["sample_ids"].tolist() for b in loader])
+    resumed = [s for step in zip(*ranks, strict=True) for part in step for s in part if s >= 0]
+    consumed = state["epoch"] * first.epoch_rows + state["rows_consumed"]
+    assert consumed > 0 and resumed == reference[consumed:]
