@@ -8,6 +8,8 @@ function, so it agrees with the batches that will be built) and downloads each s
 until the trainer has passed the last batch of the window that needs it, so the least-recently-used eviction
 never drops a shard that is about to be read again (pinned files may take the cache past its budget when the
 window holds more than the budget). Local files need no warming: sources whose files are local are skipped.
+With ``num_workers`` the thread runs in the trainer's process and fills the cache folder the workers read
+from (they find the files there); pins are per process, so give the cache a budget above the window.
 """
 
 from __future__ import annotations
