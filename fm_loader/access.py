@@ -32,6 +32,30 @@ def _revocation_text(revoked: dict[str, Any]) -> str:
     return "; ".join(parts) or "no reason recorded"
 
 
+def validate_namespaces(allowed_namespaces: Collection[str]) -> None:
+    """Refuse an ``allowed_namespaces`` that is a bare string or empty (ValueError with an example)."""
+    if isinstance(allowed_namespaces, str) or not allowed_namespaces:
+        raise ValueError(
+            f"allowed_namespaces must be a non-empty collection of names such as ('cloud',), "
+            f"got {allowed_namespaces!r}"
+        )
+
+
+def check_namespace(name: str, origin: str, namespace: str, allowed_namespaces: Collection[str]) -> None:
+    """Refuse one source whose ``namespace`` is not allowed (also used before an MDS source is opened).
+
+    Raises:
+        NamespaceError: Naming the source, where it came from, its namespace, the allowed set and the fix.
+    """
+    if namespace in allowed_namespaces:
+        return
+    allowed = sorted(allowed_namespaces)
+    raise NamespaceError(
+        f"source {name!r} ({origin}) belongs to namespace {namespace!r}, which this trainer may not read "
+        f"(allowed: {allowed}); if it really may, pass allowed_namespaces={tuple([*allowed, namespace])!r}"
+    )
+
+
 def check_access(sources: Sequence[Any], allowed_namespaces: Collection[str], allow_revoked: bool) -> None:
     """Refuse sources outside ``allowed_namespaces`` and revoked ones (unless ``allow_revoked``).
 
@@ -46,19 +70,9 @@ def check_access(sources: Sequence[Any], allowed_namespaces: Collection[str], al
         RevokedDatasetError: A source is revoked and ``allow_revoked`` is False.
         ValueError: ``allowed_namespaces`` is a bare string or empty.
     """
-    if isinstance(allowed_namespaces, str) or not allowed_namespaces:
-        raise ValueError(
-            f"allowed_namespaces must be a non-empty collection of names such as ('cloud',), "
-            f"got {allowed_namespaces!r}"
-        )
-    allowed = sorted(allowed_namespaces)
+    validate_namespaces(allowed_namespaces)
     for src in sources:
-        if src.namespace not in allowed_namespaces:
-            raise NamespaceError(
-                f"source {src.name!r} ({src.origin}) belongs to namespace {src.namespace!r}, which this "
-                f"trainer may not read (allowed: {allowed}); if it really may, pass "
-                f"allowed_namespaces={tuple([*allowed, src.namespace])!r}"
-            )
+        check_namespace(src.name, src.origin, src.namespace, allowed_namespaces)
         if src.revoked is None:
             continue
         superseded = src.revoked.get("superseded_by")

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from fm_loader.access import DEFAULT_NAMESPACES, check_access
+from fm_loader.access import DEFAULT_NAMESPACES, check_access, validate_namespaces
 from fm_loader.columns import validate_extra_columns
 from fm_loader.gather import BatchAssembler
 from fm_loader.metrics import LoaderMetrics, cache_delta
@@ -293,7 +293,8 @@ class Loader:
         self.num_workers, self.prefetch, self.epochs = num_workers, prefetch, epochs
         self.prewarm_rows = prewarm_rows
         self.cache = ShardCache(cache_dir, cache_budget_bytes, storage_options)
-        self.mixture = load_mixture(source, self.cache, held_out_rows, split)
+        validate_namespaces(allowed_namespaces)
+        self.mixture = load_mixture(source, self.cache, held_out_rows, split, allowed_namespaces)
         check_access(self.mixture.sources, allowed_namespaces, allow_revoked)
         self.seq_len, self.vocab_size = check_pins(
             self.mixture, expected_tokenizer_hash, expected_vocab_size, expected_seq_len

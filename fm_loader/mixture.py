@@ -39,11 +39,13 @@ that were asked for, and the counts stay a pure function of the manifests and th
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
+from fm_loader.access import check_namespace
 from fm_loader.holdout import TRAIN, apply_split
 from fm_loader.manifest import DatasetManifest
 from fm_loader.sources import ManifestSource, Source
@@ -179,7 +181,11 @@ def _make_source(entry: dict[str, Any], base: str, cache: ShardCache, defaults: 
 
 
 def load_mixture(
-    source: Any, cache: ShardCache | None = None, held_out_rows: int = 0, split: str = TRAIN
+    source: Any,
+    cache: ShardCache | None = None,
+    held_out_rows: int = 0,
+    split: str = TRAIN,
+    allowed_namespaces: Collection[str] | None = None,
 ) -> Mixture:
     """Load what a loader reads.
 
@@ -189,6 +195,11 @@ def load_mixture(
         held_out_rows: Rows per source kept for validation (:mod:`fm_loader.holdout`); 0 holds none out.
         split: ``"train"`` (every source without its held-out rows) or ``"validation:<source name>"`` (that
             source's held-out rows, one full pass per epoch).
+        allowed_namespaces: If given, an MDS entry of another namespace is refused before its source is
+            opened (an MDS text source tokenizes its shards when opened); manifests are checked by the loader.
+
+    Raises:
+        NamespaceError: An MDS entry's namespace is not in ``allowed_namespaces``.
     """
     cache = cache or ShardCache()
     base = ""
@@ -208,6 +219,13 @@ def load_mixture(
             raise TypeError(f"unsupported source {source!r}")
         validate_spec(spec)
         defaults = {k: spec[k] for k in ("seq_len", "tokenizer_hash", "vocab_size") if k in spec}
+        if allowed_namespaces is not None:
+            for entry in spec["sources"]:
+                if "mds" in entry:
+                    uri = resolve_uri(base, entry["mds"])
+                    name = entry.get("name") or uri.rstrip("/").rsplit("/", 1)[-1]
+                    namespace = entry.get("namespace", "cloud")
+                    check_namespace(name, f"mds {uri}", namespace, allowed_namespaces)
         sources = [_make_source(e, base, cache, defaults) for e in spec["sources"]]
     window = int(spec.get("window_rows", 8192))
     sources = apply_split(sources, held_out_rows, split)

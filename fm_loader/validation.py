@@ -63,7 +63,7 @@ def validation_loaders(
         if fixed in loader_options:
             raise ValueError(f"validation_loaders fixes {fixed!r}; leave it out")
     cache = ShardCache(cache_dir, storage_options=storage_options)
-    mixture = load_mixture(source, cache)
+    mixture = load_mixture(source, cache, allowed_namespaces=allowed_namespaces)
     check_access(mixture.sources, allowed_namespaces, allow_revoked)
     names = [src.name for src in mixture.sources]
     return {

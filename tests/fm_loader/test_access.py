@@ -79,3 +79,11 @@ def test_one_forbidden_source_in_a_mixture_refuses_the_whole_mixture(tmp_path):
     mixture = {"sources": [{"manifest": good}, {"manifest": bad}]}
     with pytest.raises(NamespaceError, match=r"source 'bad'.*'quarantine'"):
         Loader(mixture, global_batch_size=2)
+
+
+def test_a_forbidden_mds_text_source_is_refused_before_it_is_tokenized(tmp_path):
+    text = os.path.join(os.path.dirname(__file__), "..", "fixtures", "mds", "text")
+    entry = {"mds": text, "text_column": "text", "tokenizer": "/nonexistent/tokenizer.json", "seq_len": 32}
+    # the tokenizer path does not exist: opening the source would fail with FileNotFoundError instead
+    with pytest.raises(NamespaceError, match=r"'on_device'"):
+        Loader({"sources": [{**entry, "namespace": "on_device"}]}, global_batch_size=2)
