@@ -2,8 +2,10 @@
 
 The held-out part of a source is a function of the source alone (its fingerprint: shard hashes and row
 counts) and the number of rows asked for, never of the seed, the world size or the run: shards are ranked by
-``xxh3(fingerprint | shard)`` and taken in that order until they hold ``rows`` rows; the last one taken is
-cut to its first rows so the slice has exactly ``rows``. Training (``Loader(..., held_out_rows=rows)``) reads
+the xxh3 of their own content hash (``Source.shard_key``: a manifest shard's sha256) and taken in that order
+until they hold ``rows`` rows; the last one taken is cut to its first rows so the slice has exactly ``rows``.
+A shard's rank does not depend on the other shards, so a later release that adds shards keeps most of the
+slice (it changes only where a new shard ranks before the old ones). Training (``Loader(..., held_out_rows=rows)``) reads
 every other shard (the rest of that last shard is read by neither), so no held-out row is ever trained on.
 Holding out whole shards keeps the training stream's shuffle and O(shards) seek unchanged.
 """
@@ -62,11 +64,13 @@ class SubsetSource(Source):
     def shard_files(self, shard: int) -> list[str]:
         return self.base.shard_files(self.shards[shard])
 
+    def shard_key(self, shard: int) -> str:
+        return self.base.shard_key(self.shards[shard])
+
 
 def _ranked_shards(source: Source) -> list[int]:
-    fingerprint = source.fingerprint
     keys = [
-        xxhash.xxh3_64_intdigest(f"{fingerprint}|{shard}".encode()) for shard in range(len(source.shard_rows))
+        xxhash.xxh3_64_intdigest(source.shard_key(shard).encode()) for shard in range(len(source.shard_rows))
     ]
     return sorted(range(len(keys)), key=lambda shard: (keys[shard], shard))
 

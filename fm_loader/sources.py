@@ -139,6 +139,10 @@ class Source(ABC):
         """URIs of the files opening ``shard`` reads (what a prewarm fetches); empty when unknown."""
         return []
 
+    def shard_key(self, shard: int) -> str:
+        """A stable id of the shard's content (what ranks shards for validation slices)."""
+        return f"{self.fingerprint}|{shard}"
+
 
 POPULATE_MAX_BYTES = 256 << 20
 """Shards up to this size are mapped pre-faulted (Linux ``MAP_POPULATE``), bigger ones page by page."""
@@ -296,6 +300,9 @@ class ManifestSource(Source):
     def shard_files(self, shard: int) -> list[str]:
         entry = self.manifest.shards[shard]
         return [self.manifest.index_uri(entry), self.manifest.shard_uri(entry)]
+
+    def shard_key(self, shard: int) -> str:
+        return self.manifest.shards[shard].sha256
 
     def open_shard(self, shard: int) -> TarShardRows:
         entry = self.manifest.shards[shard]

@@ -38,7 +38,7 @@ def test_each_source_has_a_slice_of_exactly_the_rows_asked_for_and_training_neve
     assert sorted(slices) == ["code", "web"]
     held = {name: row_contents([loader]) for name, loader in slices.items()}
     assert {name: len(rows) for name, rows in held.items()} == {"web": 12, "code": 12}
-    everything = set(row_contents([Loader(mixture, global_batch_size=5, epochs=1)]))
+    everything = {row for e in mixture["sources"] for row in row_contents([Loader(e["manifest"], 5)])}
     train = Loader(mixture, global_batch_size=5, held_out_rows=12, epochs=3)
     trained = set(row_contents([train]))
     for rows in held.values():
@@ -110,3 +110,21 @@ def test_training_without_the_slices_resumes_exactly_under_another_world_size(
     resumed = [s for step in zip(*ranks, strict=True) for part in step for s in part if s >= 0]
     consumed = state["epoch"] * first.epoch_rows + state["rows_consumed"]
     assert consumed > 0 and resumed == reference[consumed:]
+
+
+def test_a_shards_rank_depends_on_its_content_only_so_a_grown_release_keeps_the_order(tmp_path):
+    from fm_loader import DatasetManifest
+    from fm_loader.holdout import _ranked_shards, split_source
+    from fm_loader.sources import ManifestSource
+
+    grown = DatasetManifest.load(make_dataset(str(tmp_path / "v2"), [5] * 12, name="ds", seed=4))
+    earlier = DatasetManifest.load(str(tmp_path / "v2" / "manifest.json"))
+    earlier.shards = earlier.shards[:8]  # the earlier release: 8 of the same shards
+    old_order = [earlier.shards[s].sha256 for s in _ranked_shards(ManifestSource(earlier))]
+    new_order = [grown.shards[s].sha256 for s in _ranked_shards(ManifestSource(grown))]
+    assert [h for h in new_order if h in old_order] == old_order  # the old shards keep their relative order
+    # a slice is the first shards in that order (10 rows: two shards of 5), so it changes only where a new
+    # shard ranks before the old slice's
+    old_slice = {earlier.shards[s].sha256 for s in split_source(ManifestSource(earlier), 10)[1].shards}
+    new_slice = {grown.shards[s].sha256 for s in split_source(ManifestSource(grown), 10)[1].shards}
+    assert old_slice == set(old_order[:2]) and new_slice == set(new_order[:2])
