@@ -7,6 +7,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from fm_assets.engine.checks import check_schema
 from fm_assets.engine.refs import read_success, write_ref
 from fm_assets.engine.run import run_stage
 from fm_assets.engine.stage import Stage, StageContext, UnitContext, UnitResult, WorkUnit
@@ -78,6 +79,8 @@ def run_to_shards(root: str, depth: bool) -> str:
     for stage in (TokenizeLikeWithDepth() if depth else TokenizeLike(), PACK, SHARD):
         outcome = run_stage(stage, StageContext(store, "b", settings))
         write_ref(store, stage.name, "b", outcome.success, cache_hit=outcome.cache_hit, wall_seconds=0.0)
+        # every part has the schema its stage declares (a blocking check in the pipeline)
+        assert check_schema(store, outcome.success, stage).passed, stage.name
     return str(store.local_path(read_success(store, "shard", "b").artifacts["manifest"]))
 
 

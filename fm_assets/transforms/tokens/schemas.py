@@ -2,7 +2,7 @@
 
 Per-token columns (code structure ids, AST depth, dependency level, chunk ids, ...) travel by a naming
 convention: a column of the tokenize output named ``tok_<name>`` holding a list of integers per document, one
-per token, is carried by ``pack`` into ``PACKED_SCHEMA``'s ``token_columns`` map (key ``<name>``, values
+per token, is carried by ``pack`` into ``PACKED_SCHEMA``'s ``token_columns`` (a list of ``{name, values}``,
 aligned with the row's tokens, split documents included) and stored by ``shard`` as the shard's per-token
 column ``<name>`` (:mod:`fm_loader.format` version 3). A document whose list is null gets
 :data:`MISSING_TOKEN_VALUE` for each of its tokens; a list of another length than the document's tokens
@@ -36,8 +36,11 @@ TOKEN_COLUMN_PREFIX = "tok_"
 """Tokenize-output columns named ``tok_<name>`` (lists of ints, one per token) are per-token columns."""
 MISSING_TOKEN_VALUE = -1
 """Stored for every token of a document that has no value for a per-token column of its batch."""
-TOKEN_COLUMNS_TYPE = pa.map_(pa.string(), pa.large_list(pa.int32()))
-"""A packed row's per-token columns: name -> one int32 per token of the row (null when the batch has none)."""
+TOKEN_COLUMNS_TYPE = pa.list_(
+    pa.struct([pa.field("name", pa.string()), pa.field("values", pa.large_list(pa.int32()))])
+)
+"""A packed row's per-token columns: ``[{name, values}]``, one int32 per token of the row for each (null when
+the batch has none). Not a map: Parquet gives a map's entries a name that changes the schema fingerprint."""
 
 PACKED_SCHEMA = pa.schema(
     [
@@ -101,31 +104,34 @@ def token_columns_array(columns: dict[str, tuple[np.ndarray, np.ndarray]], rows:
     item_offsets = np.zeros(len(lengths) + 1, np.int64)
     np.cumsum(lengths, out=item_offsets[1:])
     gather = np.repeat(item_starts - item_offsets[:-1], lengths) + np.arange(int(item_offsets[-1]))
-    items = pa.LargeListArray.from_arrays(
+    values = pa.LargeListArray.from_arrays(
         pa.array(item_offsets, pa.int64()), pa.array(stacked[gather], pa.int32())
     )
-    keys = pa.array(names * rows, pa.string())
-    return pa.MapArray.from_arrays(
-        pa.array(np.arange(rows + 1, dtype=np.int32) * width, pa.int32()), keys, items
+    entries = pa.StructArray.from_arrays(
+        [pa.array(names * rows, pa.string()), values], names=["name", "values"]
     )
+    offsets = pa.array(np.arange(rows + 1, dtype=np.int32) * width, pa.int32())
+    return pa.ListArray.from_arrays(offsets, entries, type=TOKEN_COLUMNS_TYPE)
 
 
 def row_token_columns(array: pa.Array | pa.ChunkedArray) -> list[dict[str, np.ndarray]]:
     """Per packed row, its per-token columns (name -> int32 values); empty dicts for null rows."""
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks()
-    assert isinstance(array, pa.MapArray)
+    assert isinstance(array, pa.ListArray)
     if array.null_count == len(array):
         return [{} for _ in range(len(array))]
-    map_offsets = array.offsets.to_numpy(zero_copy_only=False)
-    keys = array.keys.to_pylist()
-    items = array.items
-    assert isinstance(items, pa.LargeListArray)
-    item_offsets = items.offsets.to_numpy(zero_copy_only=False)
-    values = items.values.to_numpy(zero_copy_only=False)
+    row_offsets = array.offsets.to_numpy(zero_copy_only=False)
+    entries = array.values
+    assert isinstance(entries, pa.StructArray)
+    names_array, values_array = entries.flatten()
+    names = names_array.to_pylist()
+    assert isinstance(values_array, pa.LargeListArray)
+    value_offsets = values_array.offsets.to_numpy(zero_copy_only=False)
+    values = values_array.values.to_numpy(zero_copy_only=False)
     valid = array.is_valid().to_numpy(zero_copy_only=False)
     out: list[dict[str, np.ndarray]] = []
     for r in range(len(array)):
-        entries = range(int(map_offsets[r]), int(map_offsets[r + 1])) if valid[r] else range(0)
-        out.append({keys[i]: values[item_offsets[i] : item_offsets[i + 1]] for i in entries})
+        items = range(int(row_offsets[r]), int(row_offsets[r + 1])) if valid[r] else range(0)
+        out.append({names[i]: values[value_offsets[i] : value_offsets[i + 1]] for i in items})
     return out
