@@ -184,14 +184,14 @@ def fm_pass(path: str, gbs: int, **options: Any) -> tuple[int, int]:
     for batch in loader:
         if not out_bytes:
             out_bytes = sum(t.numel() * t.element_size() for t in batch.values())
-    return int(loader.metrics()["tokens"]), out_bytes * loader.metrics()["batches"]
+    return int(loader.metrics()["tokens"]), out_bytes * int(loader.metrics()["batches"])
 
 
 def wds_pass(tars: list[str]) -> int:
     import webdataset as wds
 
     tokens = 0
-    for sample in wds.WebDataset(tars, shardshuffle=False):
+    for sample in wds.WebDataset(tars, shardshuffle=False):  # pyright: ignore[reportAttributeAccessIssue]
         tokens += len(np.frombuffer(sample["tokens"], dtype="<u2"))
     return tokens
 
@@ -242,7 +242,7 @@ def import_streaming(extra_path: str | None) -> Any:
             missing.add(root)
     if missing:
         sys.meta_path.insert(0, _Stubs(missing))
-    import streaming
+    import streaming  # pyright: ignore[reportMissingImports]  # optional, see --streaming-path
 
     return streaming
 
