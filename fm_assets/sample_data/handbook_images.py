@@ -15,8 +15,8 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+import lxml.etree as etree
 import lxml.html
-from lxml import etree
 
 from fm_assets.sample_data.debian import _lang_from_path, iter_deb_files
 from fm_assets.sample_data.document import KNOWN_LICENSES
