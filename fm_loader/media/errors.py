@@ -37,3 +37,30 @@ class CorruptSampleError(CorruptRowError):
         self.shard = shard
         self.row = row
         self.key = key
+
+
+def check_release(
+    namespace: str, revoked: object, where: str, allowed_namespaces: tuple[str, ...], allow_revoked: bool
+) -> None:
+    """Refuse a release outside the trainer's namespaces, or a revoked one unless explicitly allowed.
+
+    Args:
+        namespace: The release's namespace.
+        revoked: Its ``revoked`` field (``None`` while valid).
+        where: Names the release (manifest path or name) in the message.
+        allowed_namespaces: Namespaces the trainer may read.
+        allow_revoked: Read a revoked release anyway.
+
+    Raises:
+        NamespaceError: ``namespace`` is not allowed.
+        RevokedDatasetError: The release is revoked and ``allow_revoked`` is not set.
+    """
+    if namespace not in allowed_namespaces:
+        raise NamespaceError(
+            f"{where} belongs to namespace {namespace!r}, which this trainer may not read (allowed_namespaces="
+            f"{tuple(allowed_namespaces)}); namespaces are walls: add it only if this run may train on it"
+        )
+    if revoked is not None and not allow_revoked:
+        raise RevokedDatasetError(
+            f"{where} is revoked ({revoked}); train on its successor, or pass allow_revoked=True to read it anyway"
+        )

@@ -1,0 +1,205 @@
+"""MediaLoader: one global stream of bucketed batches, identical under any world size and after any resume."""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from fm_loader.media.buckets import DEFAULT_BUCKETS
+from fm_loader.media.decode import decode_image
+from fm_loader.media.format import decode_media_index
+from fm_loader.media.loader import MediaLoader
+from fm_loader.media.manifest import MediaManifest
+
+G = 8
+
+
+def global_batches(manifest, world_size: int, state=None, **kw) -> list[dict]:
+    """Every global batch, rebuilt from the world_size ranks' slices (concatenated in rank order)."""
+    per_rank = []
+    for rank in range(world_size):
+        loader = MediaLoader(manifest, G, rank=rank, world_size=world_size, **kw)
+        if state is not None:
+            loader.load_state_dict(state)
+        per_rank.append(list(loader))
+        loader.close()
+    assert len({len(batches) for batches in per_rank}) == 1
+    return [concat(parts) for parts in zip(*per_rank, strict=True)]
+
+
+def concat(parts: tuple[dict, ...]) -> dict:
+    out = {}
+    for key in parts[0]:
+        if key == "text":
+            out[key] = [t for p in parts for t in p[key]]
+        elif key == "bucket":
+            assert len({int(p[key]) for p in parts}) == 1, "ranks disagree on the bucket of a global batch"
+            out[key] = parts[0][key]
+        else:
+            out[key] = torch.cat([p[key] for p in parts])
+    return out
+
+
+def same(a: list[dict], b: list[dict]) -> bool:
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b, strict=True):
+        if x.keys() != y.keys() or x["text"] != y["text"]:
+            return False
+        if not all(torch.equal(x[k], y[k]) for k in x if k != "text"):
+            return False
+    return True
+
+
+def shapes_by_sample(manifest_path) -> dict[int, tuple[int, int]]:
+    """sample id -> (width, height), read back from the shards' indexes."""
+    manifest = MediaManifest.load(str(manifest_path))
+    out, base = {}, 0
+    for entry in manifest.shards:
+        index = decode_media_index(Path(manifest.index_uri(entry)).read_bytes())
+        for row, rec in enumerate(index.records):
+            out[base + row] = (int(rec["width"]), int(rec["height"]))
+        base += entry.samples
+    return out
+
+
+def test_every_batch_is_one_bucket_at_its_shape_and_every_sample_comes_once(image_dataset):
+    batches = global_batches(image_dataset, 1, seed=3)
+    sizes = shapes_by_sample(image_dataset)
+    seen = []
+    for batch in batches:
+        height, width = DEFAULT_BUCKETS.shapes[int(batch["bucket"])]
+        assert batch["images"].shape == (G, 3, height, width) and batch["images"].dtype == torch.uint8
+        ids = batch["sample_ids"][batch["valid"]].tolist()
+        assert {DEFAULT_BUCKETS.bucket_of(*sizes[i]) for i in ids} == {int(batch["bucket"])}
+        assert not batch["images"][~batch["valid"]].any()  # padding stays black
+        seen += ids
+    assert sorted(seen) == list(range(130))
+    # only the final (padded) batches are short, one per bucket at most
+    short = [int(b["bucket"]) for b in batches if not b["valid"].all()]
+    assert short == sorted(set(short)) and all(b["valid"].all() for b in batches[: len(batches) - len(short)])
+
+
+def test_images_and_captions_are_the_samples_own(image_dataset):
+    batch = next(iter(MediaLoader(image_dataset, G, seed=1)))
+    manifest = MediaManifest.load(str(image_dataset))
+    by_key = {}
+    for entry in manifest.shards:
+        tar = Path(manifest.shard_uri(entry)).read_bytes()
+        index = decode_media_index(Path(manifest.index_uri(entry)).read_bytes())
+        for rec in index.records:
+            meta = json.loads(tar[rec["meta_offset"] : rec["meta_offset"] + rec["meta_size"]])
+            by_key[meta["provenance"]["index"]] = (
+                tar[rec["media_offset"] : rec["media_offset"] + rec["media_size"]],
+                meta,
+            )
+    height, width = DEFAULT_BUCKETS.shapes[int(batch["bucket"])]
+    for slot, sample_id in enumerate(batch["sample_ids"].tolist()):
+        media, meta = by_key[sample_id]
+        assert batch["text"][slot] == f"image {sample_id} of {meta['width']}x{meta['height']}"
+        expected = decode_image(media, height, width)
+        assert torch.equal(batch["images"][slot], torch.from_numpy(expected).permute(2, 0, 1))
+        tokens = meta["caption_tokens"]
+        assert batch["caption_ids"][slot, : len(tokens)].tolist() == tokens
+        assert batch["caption_mask"][slot].sum() == len(tokens)
+        assert not batch["caption_ids"][slot, len(tokens) :].any()
+
+
+@pytest.mark.parametrize("world_size", [2, 4])
+def test_rank_slices_concatenate_to_the_single_rank_batches(image_dataset, world_size):
+    assert same(global_batches(image_dataset, world_size, seed=5), global_batches(image_dataset, 1, seed=5))
+
+
+def test_seeds_and_epochs_reshuffle(image_dataset):
+    def ids(batches: list[dict]) -> list[list[int]]:
+        return [b["sample_ids"].tolist() for b in batches]
+
+    epoch0 = ids(global_batches(image_dataset, 1, seed=0))
+    both = ids(global_batches(image_dataset, 1, seed=0, epochs=2))
+    assert both[: len(epoch0)] == epoch0
+    epoch1 = both[len(epoch0) :]
+    assert sorted(i for b in epoch1 for i in b if i >= 0) == list(range(130))
+    assert epoch1 != epoch0
+    assert ids(global_batches(image_dataset, 1, seed=1)) != epoch0
+
+
+@pytest.mark.parametrize("trial", range(4))
+def test_resume_at_a_random_batch_under_another_world_size(image_dataset, trial):
+    rng = random.Random(trial)
+    full = global_batches(image_dataset, 1, seed=7, epochs=2)
+    stop = rng.randrange(1, len(full) - 1)
+    first_ws, second_ws = rng.choice([1, 2, 4]), rng.choice([1, 2, 4])
+    loader = MediaLoader(image_dataset, G, rank=0, world_size=first_ws, seed=7, epochs=2)
+    for _ in zip(range(stop), loader, strict=False):
+        pass
+    state = json.loads(json.dumps(loader.state_dict()))
+    rest = global_batches(image_dataset, second_ws, state=state, seed=7, epochs=2)
+    assert same(rest, full[stop:])
+
+
+def test_state_is_refused_for_another_batch_size_or_dataset(image_dataset, audio_dataset):
+    loader = MediaLoader(image_dataset, G, seed=2)
+    next(iter(loader))
+    state = loader.state_dict()
+    with pytest.raises(ValueError, match="global_batch_size 8, this loader has 16"):
+        MediaLoader(image_dataset, 16, seed=2).load_state_dict(state)
+    with pytest.raises(ValueError, match="another plan"):
+        MediaLoader(image_dataset, G, seed=3).load_state_dict(state)
+    with pytest.raises(ValueError, match="has no 'samples_consumed'"):
+        MediaLoader(image_dataset, G, seed=2).load_state_dict(
+            {k: v for k, v in state.items() if k != "samples_consumed"}
+        )
+
+
+def test_audio_is_padded_to_the_longest_clip_of_the_global_batch(audio_dataset):
+    frames_of = {i: 800 + 137 * (i % 11) for i in range(60)}
+    for rank in range(2):
+        for batch in MediaLoader(audio_dataset, G, rank=rank, world_size=2, seed=4):
+            ids = batch["sample_ids"].tolist()
+            lengths = batch["audio_lengths"].tolist()
+            assert lengths == [frames_of[i] if i >= 0 else 0 for i in ids]
+            assert batch["audio_mask"].sum(dim=1).tolist() == lengths
+            assert batch["audio"].dtype == torch.float32
+            assert not batch["audio"][~batch["audio_mask"]].any()
+            for row, n in enumerate(lengths):
+                if n:
+                    assert batch["audio"][row, :n].abs().max() > 0.4  # a 0.5-amplitude sine
+    # every rank of a global batch has the same width: the longest clip of the whole global batch
+    ranks = [list(MediaLoader(audio_dataset, G, rank=r, world_size=4, seed=4)) for r in range(4)]
+    whole = list(MediaLoader(audio_dataset, G, seed=4))
+    for k, batch in enumerate(whole):
+        assert {ranks[r][k]["audio"].shape[1] for r in range(4)} == {batch["audio"].shape[1]}
+        assert batch["audio"].shape[1] == max(batch["audio_lengths"].tolist())
+
+
+def test_audio_max_frames_fixes_the_width(audio_dataset):
+    for batch in MediaLoader(audio_dataset, G, seed=4, audio_max_frames=1000):
+        assert batch["audio"].shape == (G, 1000)
+        assert max(batch["audio_lengths"].tolist()) <= 1000
+
+
+def test_audio_resume_under_another_world_size(audio_dataset):
+    full = global_batches(audio_dataset, 1, seed=9, epochs=2)
+    loader = MediaLoader(audio_dataset, G, rank=1, world_size=2, seed=9, epochs=2)
+    for _ in zip(range(5), loader, strict=False):
+        pass
+    assert same(global_batches(audio_dataset, 4, state=loader.state_dict(), seed=9, epochs=2), full[5:])
+
+
+def test_decode_fits_the_center_of_the_image():
+    # left half red, right half blue, 200x100 into a square bucket: the crop keeps the middle 100x100
+    pixels = np.zeros((100, 200, 3), np.uint8)
+    pixels[:, :100, 0] = 255
+    pixels[:, 100:, 2] = 255
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, format="PNG")
+    fitted = decode_image(out.getvalue(), 64, 64)
+    assert fitted.shape == (64, 64, 3)
+    assert fitted[:, :30, 0].min() > 200 and fitted[:, 34:, 2].min() > 200
