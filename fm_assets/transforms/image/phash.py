@@ -5,8 +5,11 @@ pHash follows the usual definition (the one the ``imagehash`` package implements
 above their median; bits row-major, the first one most significant. The DCT here is exact integer
 arithmetic with cosines fixed to 15 bits, so a coefficient that sits on the median gives the same bit
 on every machine (a float FFT could round either way); it agrees with ``imagehash.phash`` except
-at such near-ties. Large images are first shrunk with Pillow's ``reducing_gap`` (box reduction to
-within 3x of 32 before Lanczos), which is what makes hashing cheap next to decoding.
+at such near-ties (bit for bit when both sides are under 192 px). Larger images are first shrunk with
+Pillow's ``reducing_gap`` (a box reduction to within 3x of the target before Lanczos): 3.5x faster
+hashing of a 0.7-megapixel screenshot, at the price of a few bits' difference from ``imagehash`` on
+about one image in five. ``HASH_CONFIG`` names all of this for a stage key: an index must hold hashes
+of one definition only.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ HASH_BITS = 64
 _SIZE = 32  # pixels per side fed to the DCT
 _LOW = 8  # low-frequency coefficients kept per axis
 _REDUCING_GAP = 3.0
+HASH_CONFIG = {"phash": "dct-ii-32x32-low8x8-int15-median", "dhash": "9x8-row", "reducing_gap": _REDUCING_GAP}
 _COS_SCALE = 1 << 15
 # DCT-II basis rows 0..7 over 32 samples, as integers: C[k, n] = round(2^15 cos(pi (2n + 1) k / 64)).
 _DCT = np.array(
@@ -133,6 +137,6 @@ def as_uint64(h: int) -> int:
 
 
 __all__ = [
-    "HASH_BITS", "as_int64", "as_uint64", "band_keys", "band_widths", "bands_for_distance", "dhash64",
+    "HASH_BITS", "HASH_CONFIG", "as_int64", "as_uint64", "band_keys", "band_widths", "bands_for_distance", "dhash64",
     "hamming", "phash64", "phash_bytes", "phash_many",
 ]  # fmt: skip
