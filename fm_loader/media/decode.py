@@ -65,7 +65,7 @@ def decode_image(media: bytes | memoryview, out_height: int, out_width: int) -> 
             fitted = rgb.resize(
                 (out_width, out_height), Image.Resampling.BILINEAR, box=(left, top, right, bottom)
             )
-            return np.array(fitted, dtype=np.uint8)  # a writable copy (torch refuses read-only arrays)
+            return np.asarray(fitted, dtype=np.uint8)
     except (OSError, SyntaxError, ValueError) as exc:  # what PIL raises for damaged data
         raise ValueError(f"image does not decode ({exc})") from exc
 

@@ -374,32 +374,44 @@ class MediaLoader:
 
     # -- building ------------------------------------------------------------------------------------------
     def _build(self, spec: BatchSpec) -> dict[str, Any]:
-        n, width = len(spec.refs), self.max_caption_tokens
-        batch: dict[str, Any] = {
-            "caption_ids": torch.zeros((n, width), dtype=torch.int32),
-            "caption_mask": torch.zeros((n, width), dtype=torch.bool),
-            "valid": torch.zeros(n, dtype=torch.bool),
-            "sample_ids": torch.from_numpy(spec.refs[:, SAMPLE_ID].copy()),
+        """This rank's batch: numpy buffers filled sample by sample, handed to torch without a copy."""
+        n = len(spec.refs)
+        out: dict[str, Any] = {
+            "caption_ids": np.zeros((n, self.max_caption_tokens), dtype=np.int32),
+            "caption_lengths": np.zeros(n, dtype=np.int64),
+            "valid": np.zeros(n, dtype=bool),
             "text": [""] * n,
         }
         if self.modality == "image-text":
-            height, img_width = spec.shape
-            batch["images"] = torch.zeros((n, 3, height, img_width), dtype=torch.uint8)
-            batch["bucket"] = torch.tensor(spec.planned.bucket, dtype=torch.int64)
+            out["images"] = np.zeros((n, 3, *spec.shape), dtype=np.uint8)
         else:
-            (frames,) = spec.shape
-            batch["audio"] = torch.zeros((n, frames), dtype=torch.float32)
-            batch["audio_mask"] = torch.zeros((n, frames), dtype=torch.bool)
-            batch["audio_lengths"] = torch.zeros(n, dtype=torch.int64)
+            out["audio"] = np.zeros((n, spec.shape[0]), dtype=np.float32)
+            out["audio_lengths"] = np.zeros(n, dtype=np.int64)
         for slot, (source, shard, row) in enumerate(spec.refs[:, [SOURCE, SHARD, ROW]].tolist()):
             if source >= 0:
-                batch["valid"][slot] = self._fill(batch, slot, source, shard, row, spec.shape)
+                out["valid"][slot] = self._fill(out, slot, source, shard, row, spec.shape)
+        caption_lengths = out.pop("caption_lengths")
+        batch: dict[str, Any] = {
+            "caption_ids": torch.from_numpy(out["caption_ids"]),
+            "caption_mask": torch.from_numpy(np.arange(self.max_caption_tokens) < caption_lengths[:, None]),
+            "valid": torch.from_numpy(out["valid"]),
+            "sample_ids": torch.from_numpy(spec.refs[:, SAMPLE_ID].copy()),
+            "text": out["text"],
+        }
+        if self.modality == "image-text":
+            batch["images"] = torch.from_numpy(out["images"])
+            batch["bucket"] = torch.tensor(spec.planned.bucket, dtype=torch.int64)
+        else:
+            lengths = out["audio_lengths"]
+            batch["audio"] = torch.from_numpy(out["audio"])
+            batch["audio_mask"] = torch.from_numpy(np.arange(spec.shape[0]) < lengths[:, None])
+            batch["audio_lengths"] = torch.from_numpy(lengths)
         return batch
 
     def _fill(
-        self, batch: dict[str, Any], slot: int, source: int, shard: int, row: int, shape: tuple[int, ...]
+        self, out: dict[str, Any], slot: int, source: int, shard: int, row: int, shape: tuple[int, ...]
     ) -> bool:
-        """Decode one sample into ``slot`` of the batch; False when it is skipped as corrupt."""
+        """Decode one sample into ``slot`` of the buffers; False when it is skipped as corrupt."""
         src = self.sources[source]
         try:
             reader = src.reader(shard)
@@ -413,16 +425,14 @@ class MediaLoader:
             return False
         try:
             if self.modality == "image-text":
-                pixels = decode_image(sample.media, shape[0], shape[1])
-                batch["images"][slot] = torch.from_numpy(pixels).permute(2, 0, 1)
+                out["images"][slot] = decode_image(sample.media, shape[0], shape[1]).transpose(2, 0, 1)
             else:
                 wave, rate = decode_audio(sample.media)
                 if rate != self.sample_rate:
                     raise ValueError(f"sample rate {rate}, the dataset's is {self.sample_rate}")
                 length = min(len(wave), shape[0])
-                batch["audio"][slot, :length] = torch.from_numpy(wave[:length])
-                batch["audio_mask"][slot, :length] = True
-                batch["audio_lengths"][slot] = length
+                out["audio"][slot, :length] = wave[:length]
+                out["audio_lengths"][slot] = length
         except ValueError as exc:
             key = reader.index.key(row)
             if not self.skip_corrupt:
@@ -431,9 +441,9 @@ class MediaLoader:
             return False
         if self.max_caption_tokens and int(reader.index.records[row]["caption_tokens"]):
             tokens = json.loads(bytes(sample.meta))["caption_tokens"][: self.max_caption_tokens]
-            batch["caption_ids"][slot, : len(tokens)] = torch.tensor(tokens, dtype=torch.int32)
-            batch["caption_mask"][slot, : len(tokens)] = True
-        batch["text"][slot] = sample.text
+            out["caption_ids"][slot, : len(tokens)] = tokens
+            out["caption_lengths"][slot] = len(tokens)
+        out["text"][slot] = sample.text
         return True
 
     # -- iteration -----------------------------------------------------------------------------------------

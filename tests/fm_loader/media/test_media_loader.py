@@ -105,7 +105,7 @@ def test_images_and_captions_are_the_samples_own(image_dataset):
         media, meta = by_key[sample_id]
         assert batch["text"][slot] == f"image {sample_id} of {meta['width']}x{meta['height']}"
         expected = decode_image(media, height, width)
-        assert torch.equal(batch["images"][slot], torch.from_numpy(expected).permute(2, 0, 1))
+        assert torch.equal(batch["images"][slot], torch.from_numpy(expected.copy()).permute(2, 0, 1))
         tokens = meta["caption_tokens"]
         assert batch["caption_ids"][slot, : len(tokens)].tolist() == tokens
         assert batch["caption_mask"][slot].sum() == len(tokens)
