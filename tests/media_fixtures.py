@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import struct
+import tarfile
 import wave
 import zlib
 
@@ -190,3 +191,39 @@ def unsupported_codec_wav(format_tag: int = 0x1234) -> bytes:
         + payload
     )
     return b"RIFF" + struct.pack("<I", len(body)) + body
+
+
+# --------------------------------------------------------------------------------------------
+# Debian packages (for the sample-data readers)
+
+
+def deb_package(files: dict[str, bytes], hard_links: dict[str, str] | None = None) -> bytes:
+    """A minimal .deb (ar: debian-binary, control.tar.gz, data.tar.gz) holding ``files`` and hard links
+    ``{link path: target path}`` stored as tar LNKTYPE members after their targets, as dpkg-deb does."""
+    data = io.BytesIO()
+    with tarfile.open(fileobj=data, mode="w:gz", format=tarfile.GNU_FORMAT) as tar:
+        for name, content in files.items():
+            info = tarfile.TarInfo("./" + name.lstrip("/"))
+            info.size = len(content)
+            tar.addfile(info, io.BytesIO(content))
+        for link, target in (hard_links or {}).items():
+            info = tarfile.TarInfo("./" + link.lstrip("/"))
+            info.type = tarfile.LNKTYPE
+            info.linkname = "./" + target.lstrip("/")
+            tar.addfile(info)
+    control = io.BytesIO()
+    with tarfile.open(fileobj=control, mode="w:gz") as tar:
+        body = b"Package: fm-test\nVersion: 1\nArchitecture: all\nMaintainer: t <t@t.org>\nDescription: t\n"
+        info = tarfile.TarInfo("./control")
+        info.size = len(body)
+        tar.addfile(info, io.BytesIO(body))
+    out = io.BytesIO()
+    out.write(b"!<arch>\n")
+    for name, payload in (
+        ("debian-binary", b"2.0\n"),
+        ("control.tar.gz", control.getvalue()),
+        ("data.tar.gz", data.getvalue()),
+    ):
+        out.write(f"{name:<16}{0:<12}{0:<6}{0:<6}{'100644':<8}{len(payload):<10}`\n".encode())
+        out.write(payload + (b"\n" if len(payload) % 2 else b""))
+    return out.getvalue()

@@ -28,6 +28,9 @@ PACKAGE = "debian-handbook"
 HTML_ROOT = "/usr/share/doc/debian-handbook/html/"
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif")
 _WS = re.compile(r"\s+")
+_PARSER = lxml.html.HTMLParser(
+    encoding="utf-8"
+)  # the handbook is UTF-8; lxml would guess Latin-1 without a meta tag
 _FIGURE_NUMBER = re.compile(r"^\S*\s*[\d.]+\s*[.:：]?\s*")  # "Figure 3.1. ", "Abbildung 3.1. ", "图 3.1. "
 
 
@@ -44,7 +47,7 @@ def _clean(text: str | None) -> str:
 def image_references(page_path: str, html: bytes) -> Iterator[tuple[str, str, str]]:
     """(image path inside the package, alt text, figure title) for each ``<img>`` of one page."""
     try:
-        root = lxml.html.fromstring(html)
+        root = lxml.html.fromstring(html, parser=_PARSER)
     except (etree.ParserError, ValueError) as exc:
         log.warning("skipping unparsable %s (%s)", page_path, exc)
         return
