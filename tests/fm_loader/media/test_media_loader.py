@@ -203,3 +203,16 @@ def test_decode_fits_the_center_of_the_image():
     fitted = decode_image(out.getvalue(), 64, 64)
     assert fitted.shape == (64, 64, 3)
     assert fitted[:, :30, 0].min() > 200 and fitted[:, 34:, 2].min() > 200
+
+
+@pytest.mark.slow
+def test_dataloader_workers_give_the_same_batches_and_resume(image_dataset):
+    inline = global_batches(image_dataset, 2, seed=6)
+    assert same(global_batches(image_dataset, 2, seed=6, num_workers=2), inline)
+    loader = MediaLoader(image_dataset, G, rank=0, world_size=2, seed=6, num_workers=2)
+    for _ in zip(range(3), loader, strict=False):
+        pass
+    assert same(
+        global_batches(image_dataset, 1, state=loader.state_dict(), seed=6),
+        global_batches(image_dataset, 1, seed=6)[3:],
+    )
