@@ -59,8 +59,10 @@ def decode_image(media: bytes | memoryview, out_height: int, out_width: int) -> 
             if image.format == "JPEG" and scale >= 2:
                 # decode at 1/2^k scale, still at least the region's output size
                 image.draft("RGB", (int(width / scale) + 1, int(height / scale) + 1))
-                factor = image.size[0] / width
-                left, top, right, bottom = (v * factor for v in (left, top, right, bottom))
+                # the reduced sides are rounded up per axis, so each axis scales by its own factor
+                fx, fy = image.size[0] / width, image.size[1] / height
+                left, right = left * fx, min(right * fx, float(image.size[0]))
+                top, bottom = top * fy, min(bottom * fy, float(image.size[1]))
             rgb = image.convert("RGB")
             fitted = rgb.resize(
                 (out_width, out_height), Image.Resampling.BILINEAR, box=(left, top, right, bottom)

@@ -216,3 +216,14 @@ def test_dataloader_workers_give_the_same_batches_and_resume(image_dataset):
         global_batches(image_dataset, 1, state=loader.state_dict(), seed=6),
         global_batches(image_dataset, 1, seed=6)[3:],
     )
+
+
+@pytest.mark.parametrize(
+    ("width", "height"), [(1643, 517), (2000, 2000), (517, 1643), (1001, 999), (4097, 3)]
+)
+def test_large_jpegs_decode_at_reduced_scale_to_the_exact_shape(width, height):
+    pixels = np.random.default_rng(width).integers(0, 255, (height, width, 3), dtype=np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, format="JPEG")
+    for shape in DEFAULT_BUCKETS.shapes:
+        assert decode_image(out.getvalue(), *shape).shape == (*shape, 3)
