@@ -357,6 +357,14 @@ class MediaLoader:
             yield from self.planner.epoch_batches(epoch, skip, consumed)
             epoch, skip, consumed = epoch + 1, 0, 0
 
+    def planned_batches(self) -> Iterator[PlannedBatch]:
+        """The remaining global batches as planned (bucket and samples of each), without reading any media.
+
+        Cheap (sample indexes only): a trainer can look ahead at the bucket sequence, e.g. to compile one step
+        per bucket shape. Does not move the loader's position.
+        """
+        return self._plan()
+
     def _spec(self, planned: PlannedBatch) -> BatchSpec:
         size = self.local_batch_size
         refs = planned.refs[self.rank * size : (self.rank + 1) * size]

@@ -17,6 +17,7 @@ from fm_loader.media.decode import decode_image
 from fm_loader.media.format import decode_media_index
 from fm_loader.media.loader import MediaLoader
 from fm_loader.media.manifest import MediaManifest
+from fm_loader.media.plan import PlanMismatchError
 
 G = 8
 
@@ -229,3 +230,31 @@ def test_large_jpegs_decode_at_reduced_scale_to_the_exact_shape(width, height):
     Image.fromarray(pixels).save(out, format="JPEG")
     for shape in DEFAULT_BUCKETS.shapes:
         assert decode_image(out.getvalue(), *shape).shape == (*shape, 3)
+
+
+@pytest.mark.parametrize("modality", ["image", "audio"])
+def test_the_plan_resumes_exactly_from_every_batch_boundary(image_dataset, audio_dataset, modality):
+    """Every position, including the padded end-of-epoch batches and the epoch boundary, replays exactly."""
+    manifest = image_dataset if modality == "image" else audio_dataset
+    loader = MediaLoader(manifest, G, seed=11, epochs=2)
+    plan = list(loader.planned_batches())
+    assert {p.epoch for p in plan} == {0, 1}
+    resumed = MediaLoader(manifest, G, rank=1, world_size=2, seed=11, epochs=2)
+    for stop in range(1, len(plan)):
+        done = plan[stop - 1]
+        state = {"epoch": done.epoch, "batches_emitted": done.index + 1, "samples_consumed": done.consumed}
+        resumed.load_state_dict({**loader.state_dict(), **state})
+        rest = list(resumed.planned_batches())
+        assert [(p.bucket, p.refs.tolist()) for p in rest] == [
+            (p.bucket, p.refs.tolist()) for p in plan[stop:]
+        ]
+
+
+def test_a_state_off_the_batch_boundaries_is_refused(image_dataset):
+    loader = MediaLoader(image_dataset, G, seed=11)
+    first = next(loader.planned_batches())
+    loader.load_state_dict(
+        {**loader.state_dict(), "batches_emitted": 1, "samples_consumed": first.consumed + 1}
+    )
+    with pytest.raises(PlanMismatchError, match=f"starts after {first.consumed} samples, the state says"):
+        next(iter(loader))
