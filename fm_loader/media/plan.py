@@ -123,8 +123,9 @@ class BucketPlanner:
             for bucket in np.unique(ids).tolist():
                 queue = np.concatenate([queues[bucket], table[ids == bucket]])
                 full = len(queue) // size
-                ready.extend((int(queue[(i + 1) * size - 1, POSITION]), bucket, queue[i * size : (i + 1) * size])
-                             for i in range(full))  # fmt: skip
+                for i in range(full):  # a batch is emitted when its last sample arrives
+                    rows = queue[i * size : (i + 1) * size]
+                    ready.append((int(rows[-1, POSITION]), bucket, rows))
                 queues[bucket] = queue[full * size :]
             for closing, bucket, rows in sorted(ready, key=lambda item: item[0]):
                 consumed = closing + 1
