@@ -56,6 +56,14 @@ def jpeg_image(width: int = 640, height: int = 480, seed: int = 0, quality: int 
     return _encode(Image.fromarray(structured_pixels(width, height, seed)), "JPEG", quality=quality)
 
 
+def exif_jpeg(width: int = 80, height: int = 40, orientation: int = 6, seed: int = 0) -> bytes:
+    """A JPEG whose EXIF says to rotate it (6: 90 degrees clockwise) before display."""
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    exif[0x010F] = "fm test camera"
+    return _encode(Image.fromarray(structured_pixels(width, height, seed)), "JPEG", exif=exif)
+
+
 def rgba_png(width: int = 200, height: int = 150, seed: int = 0) -> bytes:
     """A PNG with an alpha channel (left half transparent)."""
     rgb = structured_pixels(width, height, seed)

@@ -56,7 +56,7 @@ def open_image(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image.Image
         raise MediaError(DECOMPRESSION_BOMB, {"max_pixels": max_pixels, "error": error_text(exc)}) from None
     except UnidentifiedImageError:
         raise _unidentified(data) from None
-    except (OSError, SyntaxError, ValueError, EOFError) as exc:
+    except Exception as exc:  # Pillow's plugins raise many types on hostile headers; all mean "bad input"
         raise MediaError(CORRUPT_IMAGE, {"error": error_text(exc)}) from None
     width, height = image.size
     if width <= 0 or height <= 0:
@@ -104,10 +104,16 @@ def decode_image(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image.Ima
         return to_rgb(image)
     except Image.DecompressionBombError as exc:
         raise MediaError(DECOMPRESSION_BOMB, {"max_pixels": max_pixels, "error": error_text(exc)}) from None
-    except (OSError, SyntaxError, ValueError, EOFError, IndexError, TypeError) as exc:
-        message = error_text(exc)
-        reason = TRUNCATED_IMAGE if any(m in message.lower() for m in _TRUNCATION_MARKERS) else CORRUPT_IMAGE
-        raise MediaError(reason, {"format": str(image.format).lower(), "error": message}) from None
+    except Exception as exc:  # see decode_failure
+        raise decode_failure(exc, image) from None
+
+
+def decode_failure(exc: Exception, image: Image.Image) -> MediaError:
+    """``truncated_image`` when the decoder ran out of data, else ``corrupt_image`` (any exception type:
+    decoders and EXIF parsing raise OSError, SyntaxError, ValueError, struct.error, ... on bad bytes)."""
+    message = error_text(exc)
+    reason = TRUNCATED_IMAGE if any(m in message.lower() for m in _TRUNCATION_MARKERS) else CORRUPT_IMAGE
+    return MediaError(reason, {"format": str(image.format).lower(), "error": message})
 
 
 def to_rgb(image: Image.Image) -> Image.Image:

@@ -20,8 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 from PIL import Image
 
-from fm_assets.transforms.image.decode import DEFAULT_MAX_PIXELS, decode_image, open_image
-from fm_assets.transforms.media_errors import CORRUPT_IMAGE, TRUNCATED_IMAGE, MediaError, error_text
+from fm_assets.transforms.image.decode import DEFAULT_MAX_PIXELS, decode_failure, decode_image, open_image
 
 HASH_BITS = 64
 _SIZE = 32  # pixels per side fed to the DCT
@@ -84,9 +83,8 @@ def phash_bytes(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> int:
     image.draft("L", (_SIZE * 2, _SIZE * 2))
     try:
         image.load()
-    except (OSError, SyntaxError, ValueError) as exc:
-        reason = TRUNCATED_IMAGE if "truncated" in str(exc).lower() else CORRUPT_IMAGE
-        raise MediaError(reason, {"format": "jpeg", "error": error_text(exc)}) from None
+    except Exception as exc:  # any decoder failure on bad bytes is a MediaError
+        raise decode_failure(exc, image) from None
     return phash64(image)
 
 
