@@ -22,6 +22,7 @@ NOT_AUDIO = "not_audio"
 ZERO_LENGTH_AUDIO = "zero_length_audio"
 UNSUPPORTED_CODEC = "unsupported_codec"
 CORRUPT_AUDIO = "corrupt_audio"
+AUDIO_TOO_LARGE = "audio_too_large"
 ENCODE_FAILED = "encode_failed"
 
 _ADDRESS = re.compile(r"<[^<>]* at 0x[0-9a-fA-F]+>")

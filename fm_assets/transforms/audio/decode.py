@@ -21,6 +21,7 @@ import numpy as np
 import soundfile as sf
 
 from fm_assets.transforms.media_errors import (
+    AUDIO_TOO_LARGE,
     CORRUPT_AUDIO,
     NOT_AUDIO,
     UNSUPPORTED_CODEC,
@@ -32,6 +33,7 @@ from fm_assets.transforms.media_errors import (
 # WAVE format tags libsndfile decodes (PCM, MS ADPCM, IEEE float, A-law, u-law, IMA ADPCM, GSM 6.10,
 # G.721, extensible); anything else in a "fmt " chunk is an unsupported codec.
 _WAVE_TAGS_DECODED = frozenset({0x0001, 0x0002, 0x0003, 0x0006, 0x0007, 0x0011, 0x0031, 0x0040, 0xFFFE})
+DEFAULT_MAX_SAMPLES = 48_000 * 2 * 15 * 60  # 15 minutes of 48 kHz stereo: 345 MB as float32
 _AUDIO_MAGIC = (b"RIFF", b"RIFX", b"RF64", b"fLaC", b"OggS", b"FORM", b"ID3", b"\xff\xfb", b"\xff\xf3")
 
 
@@ -100,11 +102,28 @@ def probe_audio(data: bytes) -> AudioInfo:
     )
 
 
-def decode_audio(data: bytes) -> tuple[np.ndarray, int]:
-    """(float32 samples shaped [frames, channels] in [-1, 1], sample rate); ``MediaError`` when unusable."""
+def decode_audio(data: bytes, max_samples: int = DEFAULT_MAX_SAMPLES) -> tuple[np.ndarray, int]:
+    """(float32 samples shaped [frames, channels] in [-1, 1], sample rate); ``MediaError`` when unusable.
+
+    A file whose header announces more than ``max_samples`` samples (frames x channels) is refused as
+    ``audio_too_large`` before decoding: an hour of FLAC silence is a few kilobytes and 700 MB of float32.
+    """
     _check_not_empty(data)
     try:
-        samples, sample_rate = sf.read(io.BytesIO(data), dtype="float32", always_2d=True)
+        with sf.SoundFile(io.BytesIO(data)) as reader:
+            if reader.frames * reader.channels > max_samples:
+                raise MediaError(
+                    AUDIO_TOO_LARGE,
+                    {
+                        "frames": int(reader.frames),
+                        "channels": int(reader.channels),
+                        "max_samples": max_samples,
+                    },
+                )
+            samples = reader.read(dtype="float32", always_2d=True)
+            sample_rate = reader.samplerate
+    except MediaError:
+        raise
     except Exception as exc:  # libsndfile and soundfile's wrappers raise several types on bad bytes
         raise _refused(data, exc) from None
     if samples.shape[0] == 0:

@@ -96,3 +96,17 @@ def test_damaged_wavs_only_ever_raise_media_error(cut, flips):
         assert error.reason in {"zero_length_audio", "unsupported_codec", "corrupt_audio", "not_audio"}
     else:
         assert samples.ndim == 2 and samples.shape[0] > 0 and rate > 0
+
+
+def test_audio_announcing_too_many_samples_is_refused_before_decoding():
+    data = stereo_wav(1.5, 44100)
+    error = reason_for_decode(data, max_samples=66150 * 2 - 1)
+    assert error.reason == "audio_too_large"
+    assert error.details == {"frames": 66150, "channels": 2, "max_samples": 132299}
+    assert decode_audio(data, max_samples=66150 * 2)[0].shape == (66150, 2)
+
+
+def reason_for_decode(data: bytes, **kwargs) -> MediaError:
+    with pytest.raises(MediaError) as caught:
+        decode_audio(data, **kwargs)
+    return caught.value
