@@ -162,6 +162,7 @@ def main() -> None:
         walls = [r[name][0] for r in rounds]
         out[name] = {
             "images_per_s": round(args.images / statistics.median(walls), 1),
+            "images_per_cpu_s": round(args.images / statistics.median(r[name][1] for r in rounds), 1),
             "median_s": round(statistics.median(walls), 3),
             "best_s": round(min(walls), 3),
             "cpu_s": round(statistics.median(r[name][1] for r in rounds), 3),

@@ -8,6 +8,7 @@ import tarfile
 
 import numpy as np
 import pytest
+import soundfile
 import webdataset as wds
 from media_shards import IMAGE_SIZES, audio_bytes, audio_samples, image_bytes, image_samples, meta
 from PIL import Image
@@ -56,6 +57,18 @@ def test_webdataset_reads_every_sample_as_it_is(tmp_path):
         assert doc["licence"] == "cc-by-4.0" and doc["provenance"] == sample.meta["provenance"]
         assert (doc["width"], doc["height"]) == Image.open(io.BytesIO(sample.media)).size
         assert doc["caption_tokens"] == sample.meta["caption_tokens"]
+
+
+def test_webdataset_decodes_audio_samples(tmp_path):
+    samples = audio_samples(6)
+    path = tmp_path / "a.tar"
+    path.write_bytes(encode_media_shard(samples, "a").files["a.tar"])
+    read = list(wds.WebDataset(str(path), shardshuffle=False).decode())
+    assert [r["__key__"] for r in read] == [f"a/{s.key}" for s in samples]
+    for got, sample in zip(read, samples, strict=True):
+        wave, rate = soundfile.read(io.BytesIO(got[sample.media_ext]))
+        assert rate == 16000 and len(wave) == got["json"]["frames"]
+        assert got["txt"] == sample.text
 
 
 def test_index_locates_members_and_checksums_whole_samples():

@@ -258,3 +258,17 @@ def test_a_state_off_the_batch_boundaries_is_refused(image_dataset):
     )
     with pytest.raises(PlanMismatchError, match=f"starts after {first.consumed} samples, the state says"):
         next(iter(loader))
+
+
+def test_remote_shards_are_read_through_the_cache(image_dataset, tmp_path):
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    for path in image_dataset.parent.iterdir():
+        fs.pipe(f"/media-remote/images/{path.name}", path.read_bytes())
+    remote = MediaLoader(
+        "memory://media-remote/images/manifest.json", G, seed=2, cache_dir=str(tmp_path / "cache")
+    )
+    local = MediaLoader(image_dataset, G, seed=2)
+    assert same(list(remote), list(local))
+    assert remote.metrics()["cache_misses"] == 8  # four tars and four indexes, each fetched once
