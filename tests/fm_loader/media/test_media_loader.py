@@ -272,3 +272,13 @@ def test_remote_shards_are_read_through_the_cache(image_dataset, tmp_path):
     local = MediaLoader(image_dataset, G, seed=2)
     assert same(list(remote), list(local))
     assert remote.metrics()["cache_misses"] == 8  # four tars and four indexes, each fetched once
+
+
+def test_several_manifests_interleave_into_one_stream(image_dataset):
+    batches = global_batches([image_dataset, str(image_dataset)], 2, seed=8)
+    ids = [i for b in batches for i in b["sample_ids"][b["valid"]].tolist()]
+    by_source = {s: sorted(i & ((1 << 48) - 1) for i in ids if i >> 48 == s) for s in (0, 1)}
+    assert by_source == {0: list(range(130)), 1: list(range(130))}
+    assert same(batches, global_batches([image_dataset, str(image_dataset)], 1, seed=8))
+    with pytest.raises(ValueError, match="one MediaLoader reads one modality"):
+        MediaLoader([image_dataset, MediaManifest("a", "v1", "audio-text", "x")], G)
