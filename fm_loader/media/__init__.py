@@ -17,7 +17,8 @@ Training::
     state = loader.state_dict()     # restore under any world size with load_state_dict
 
 Decoding needs the ``media`` extra (Pillow for images, soundfile for audio). Modules: ``format`` (tar +
-sample index), ``manifest``, ``buckets`` (aspect-ratio buckets), ``plan`` (which samples form each global
-batch), ``decode`` (bytes -> arrays), ``loader``, ``mixture`` (text and media loaders in one schedule),
+sample index), ``manifest``, ``buckets`` (aspect-ratio buckets), ``sources`` (verified indexes, open shards),
+``plan`` (which samples form each global batch), ``decode`` (bytes -> arrays), ``loader``, ``mixture``
+(text and media loaders in one schedule: ``ModalityMixture``), ``verify`` (every byte of a release),
 ``errors``.
 """

@@ -11,6 +11,7 @@ from fm_loader.media.errors import CorruptSampleError, NamespaceError, RevokedDa
 from fm_loader.media.format import decode_media_index
 from fm_loader.media.loader import MediaLoader
 from fm_loader.media.manifest import MediaManifest
+from fm_loader.media.verify import verify_media_dataset
 from fm_loader.sources import CorruptRowError, CorruptShardError
 
 G = 4
@@ -100,3 +101,12 @@ def test_a_revoked_release_is_refused_unless_allowed(tmp_path):
     with pytest.raises(RevokedDatasetError, match="licence withdrawn"):
         MediaLoader(path, G)
     assert len(list(MediaLoader(path, G, allow_revoked=True))) >= 1
+
+
+def test_verify_accepts_a_clean_dataset_and_names_a_damaged_sample(image_dataset, damaged):
+    clean = verify_media_dataset(str(image_dataset))
+    assert clean.ok and clean.shards == 4 and clean.rows == 130
+    manifest, shard, row, key = damaged
+    report = verify_media_dataset(str(manifest))
+    assert [(p.shard, p.row) for p in report.problems] == [(shard, None), (shard, row)]
+    assert "sha256 differs" in report.problems[0].what and key in report.problems[1].what
