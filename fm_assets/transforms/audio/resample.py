@@ -49,6 +49,7 @@ class AudioNormalizePolicy:
             "window": ["kaiser", _KAISER_BETA],
             "subtype": "PCM_16",
             "scipy": scipy.__version__,
+            "soundfile": sf.__version__,
             "libsndfile": sf.__libsndfile_version__,
         }
 

@@ -150,3 +150,25 @@ def test_real_debian_packages(tmp_path):
     assert len(images) == summary["packages"]["debian-handbook"]["samples"] >= 1000
     assert len({hashlib.sha256(p.read_bytes()).hexdigest() for p in images}) >= 300
     assert summary["packages"]["asterisk-core-sounds-en-wav"]["samples"] >= 500
+
+
+@pytest.mark.slow
+def test_cli_sample_data_audio_modality(tmp_path):
+    if not shutil.which("apt-get"):
+        pytest.skip("apt-get not available")
+    from fm_assets.cli.main import main
+
+    code = main(["sample-data", str(tmp_path), "--modality", "audio", "--max-samples", "5"])
+    folders = sorted(p.name for p in (tmp_path / "audio").iterdir()) if (tmp_path / "audio").exists() else []
+    if code == 1 and not folders:
+        pytest.skip("Debian archive not reachable")
+    assert code == 0
+    assert folders == [
+        "asterisk-core-sounds-en-wav",
+        "asterisk-core-sounds-es-wav",
+        "asterisk-core-sounds-fr-wav",
+    ]
+    for folder in folders:
+        wavs = list((tmp_path / "audio" / folder).rglob("*.wav"))
+        assert len(wavs) == 5 and all(w.with_suffix(".txt").read_text().strip() for w in wavs)
+    assert not list(tmp_path.glob("*/docs-*.jsonl"))  # --modality audio fetches no text
