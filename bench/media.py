@@ -30,7 +30,6 @@ from typing import Any
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests"))
 
 import PIL  # noqa: E402
 
@@ -80,7 +79,7 @@ def load_media(
     if images and audio:
         ordered = [images[key] for key in sorted(images)]
         return "debian", evenly_spaced(ordered, n_images), evenly_spaced(audio, n_audio)
-    import media_fixtures as fx
+    from tests import media_fixtures as fx
 
     fixture_images = [(data, "a generated picture") for data in fx.image_set().values()]
     fixture_audio = [(fx.tone_wav(2.0, 8000, seed=s), "a generated prompt") for s in range(20)]
