@@ -7,6 +7,7 @@ and WAVs: speech-like bursts with a little noise, silence, clipped, noisy, empty
 
 from __future__ import annotations
 
+import functools
 import io
 import struct
 import tarfile
@@ -48,10 +49,12 @@ def _encode(image: Image.Image, fmt: str, **options: object) -> bytes:
     return buffer.getvalue()
 
 
+@functools.cache  # bytes are immutable; generating the pixels is the slow part
 def png_image(width: int = 320, height: int = 240, seed: int = 0) -> bytes:
     return _encode(Image.fromarray(structured_pixels(width, height, seed)), "PNG")
 
 
+@functools.cache  # bytes are immutable; generating the pixels is the slow part
 def jpeg_image(width: int = 640, height: int = 480, seed: int = 0, quality: int = 90) -> bytes:
     return _encode(Image.fromarray(structured_pixels(width, height, seed)), "JPEG", quality=quality)
 
