@@ -7,7 +7,7 @@ to 5:2) with captions, written with :func:`fm_loader.media.format.encode_media_s
 one process (no worker processes), from page cache, after one warm-up pass each, and produce ``(B, 3, H, W)``
 uint8 tensors:
 
-* ``media_loader``: an epoch of ``MediaLoader`` (shuffled, checksummed, aspect-ratio bucketed: each image cropped
+* ``media_loader``: an epoch of ``MediaLoader(..., prefetch=0)`` (no prefetch thread; shuffled, checksummed, aspect-ratio bucketed: each image cropped
   to its bucket's ratio and resized to its ~256x256 shape; captions too);
 * ``webdataset``: ``wds.WebDataset(urls).decode("pil").to_tuple("jpg", "txt")``, each image resized to 256x256,
   ``.batched(B)`` (in shard order, no shuffle, no checksums);
@@ -93,7 +93,7 @@ def write_shards(folder: Path, images: int, shards: int) -> tuple[Path, list[str
 
 def run_media_loader(manifest: Path, batch: int) -> int:
     count = 0
-    with MediaLoader(manifest, batch, seed=0) as loader:
+    with MediaLoader(manifest, batch, seed=0, prefetch=0) as loader:  # no thread: like webdataset here
         for b in loader:
             count += int(b["valid"].sum())
     return count

@@ -35,7 +35,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -47,6 +47,7 @@ from fm_loader.media.decode import decode_audio, decode_image
 from fm_loader.media.errors import CorruptSampleError, check_release
 from fm_loader.media.manifest import MediaManifest
 from fm_loader.media.plan import ROW, SAMPLE_ID, SHARD, SOURCE, BucketPlanner, FixedPlanner, PlannedBatch
+from fm_loader.media.prefetch import prefetched
 from fm_loader.media.sources import MediaSource
 from fm_loader.metrics import LoaderMetrics
 from fm_loader.mixture import Mixture
@@ -189,7 +190,8 @@ class MediaLoader:
             audio_max_frames: Pad (and cut) every audio batch to this many frames instead of the longest clip
                 of the global batch.
             window_samples: Samples per shuffle window (see :mod:`fm_loader.order`).
-            prefetch: The ``DataLoader``'s ``prefetch_factor`` when ``num_workers > 0``.
+            prefetch: Batches built ahead of the trainer: by a background thread when ``num_workers == 0``
+                (0 builds each batch on demand), else the ``DataLoader``'s ``prefetch_factor`` (at least 1).
             cache_dir: Folder for local copies of remote shards.
             cache_budget_bytes: Size bound of that folder.
             storage_options: Passed to fsspec for remote URIs.
@@ -464,12 +466,21 @@ class MediaLoader:
         return self._iter_workers() if self.num_workers > 0 else self._iter_inline()
 
     def _iter_inline(self) -> Iterator[dict[str, Any]]:
-        for spec in self._specs():
-            t0 = time.perf_counter()
-            batch = self._build(spec)
-            self._metrics.wait_s += time.perf_counter() - t0
-            self._advance(spec.planned, batch)
-            yield batch
+        built = ((spec, self._build(spec)) for spec in self._specs())
+        batches: Generator[tuple[BatchSpec, dict[str, Any]], None, None]
+        batches = prefetched(built, self.prefetch) if self.prefetch > 0 else built
+        try:
+            while True:
+                t0 = time.perf_counter()
+                try:
+                    spec, batch = next(batches)
+                except StopIteration:
+                    return
+                self._metrics.wait_s += time.perf_counter() - t0
+                self._advance(spec.planned, batch)
+                yield batch
+        finally:
+            batches.close()  # stops the prefetch thread when the trainer stops early
 
     def _iter_workers(self) -> Iterator[dict[str, Any]]:
         schedule = list(self._specs())
