@@ -7,8 +7,9 @@ to 5:2) with captions, written with :func:`fm_loader.media.format.encode_media_s
 one process (no worker processes), from page cache, after one warm-up pass each, and produce ``(B, 3, H, W)``
 uint8 tensors:
 
-* ``media_loader``: an epoch of ``MediaLoader(..., prefetch=0)`` (no prefetch thread; shuffled, checksummed, aspect-ratio bucketed: each image cropped
-  to its bucket's ratio and resized to its ~256x256 shape; captions too);
+* ``media_loader``: an epoch of ``MediaLoader(..., prefetch=0)`` (no prefetch thread, like the others;
+  shuffled, checksummed, aspect-ratio bucketed: each image cropped to its bucket's ratio and resized to its
+  ~256x256 shape; captions too);
 * ``webdataset``: ``wds.WebDataset(urls).decode("pil").to_tuple("jpg", "txt")``, each image resized to 256x256,
   ``.batched(B)`` (in shard order, no shuffle, no checksums);
 * ``webdataset_same_decode``: the same webdataset pipeline, decoding each image with the media loader's decode
