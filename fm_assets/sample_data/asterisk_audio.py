@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from fm_assets.sample_data.debian import _license_from_copyright, iter_deb_files
+from fm_assets.sample_data.debian import iter_deb_files, license_from_copyright
 from fm_assets.sample_data.media_sample import MediaSample, sample_key
 
 log = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ def asterisk_audio_samples(
         wav_deb, lambda p: p == copyright_path or (p.startswith(SOUNDS_ROOT) and p.endswith(".wav"))
     ):
         if path == copyright_path:
-            license_id = _license_from_copyright(data.decode("utf-8", "replace"))
+            license_id = license_from_copyright(data.decode("utf-8", "replace"))
             continue
         voice, _, name = path[len(SOUNDS_ROOT) :].partition("/")
         prompts[name.removesuffix(".wav")] = (f"{voice}", data)

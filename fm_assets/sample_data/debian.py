@@ -125,7 +125,7 @@ _LANG_DIR = re.compile(r"^/usr/share/(?:help|doc/debian-handbook/html)/([^/]+)/"
 _PY_SKIP = re.compile(r"/(_static|_sources|_images|_downloads)/|/(genindex[^/]*|search|py-modindex)\.html$")
 
 
-def _lang_from_path(path: str) -> str:
+def lang_from_path(path: str) -> str:
     match = _LANG_DIR.match(path)
     if not match:
         return "en"
@@ -143,7 +143,7 @@ def _wanted(path: str) -> bool:
     return path.endswith("/copyright") and path.startswith("/usr/share/doc/")
 
 
-def _license_from_copyright(text: str) -> str:
+def license_from_copyright(text: str) -> str:
     for stanza in text.split("\n\n"):
         if re.search(r"(?m)^Files:\s*\*\s*$", stanza):
             match = re.search(r"(?m)^License:\s*(\S.*)$", stanza)
@@ -171,7 +171,7 @@ def documents_from_deb(deb: Path, package: str, max_docs: int | None = None) -> 
                 license_text = data.decode("utf-8", "replace")
         else:
             files[path] = data
-    license_id = KNOWN_LICENSES.get(package) or _license_from_copyright(license_text)
+    license_id = KNOWN_LICENSES.get(package) or license_from_copyright(license_text)
     for path in evenly_spaced(sorted(files), max_docs):
         data = files[path]
         try:
@@ -180,4 +180,4 @@ def documents_from_deb(deb: Path, package: str, max_docs: int | None = None) -> 
             log.warning("skipping unparsable %s:%s (%s)", package, path, exc)
             continue
         if text:
-            yield Document(text, f"deb://{package}{path}", title, _lang_from_path(path), package, license_id)
+            yield Document(text, f"deb://{package}{path}", title, lang_from_path(path), package, license_id)

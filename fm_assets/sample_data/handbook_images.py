@@ -18,7 +18,7 @@ from pathlib import Path
 import lxml.etree as etree
 import lxml.html
 
-from fm_assets.sample_data.debian import _lang_from_path, iter_deb_files
+from fm_assets.sample_data.debian import iter_deb_files, lang_from_path
 from fm_assets.sample_data.document import KNOWN_LICENSES
 from fm_assets.sample_data.media_sample import MediaSample, sample_key
 
@@ -96,7 +96,7 @@ def handbook_image_samples(deb: Path, package_version: str) -> Iterator[MediaSam
                     "package_version": package_version,
                     "original_path": path,
                     "page": page,
-                    "lang": _lang_from_path(path),
+                    "lang": lang_from_path(path),
                     "alt": alt,
                     "title": title,
                 },
