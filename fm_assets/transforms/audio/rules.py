@@ -7,8 +7,9 @@ All measurements are on the mono mix (channel mean) in float64, cut into 20 ms f
 - ``clipping_fraction``: share of samples (all channels) with magnitude >= ``clip_level`` of full scale;
 - ``snr_db``: a percentile estimate that needs no voice-activity model: noise power is the mean power
   of the quietest 10% of frames, signal power the mean power of the loudest 10% minus that noise;
-  SNR = 10 log10(signal / noise), capped at 100 dB (digital silence between words). It assumes speech
-  with pauses: a clip with no pause at all (continuous music, a held tone) reads as a low SNR.
+  SNR = 10 log10(signal / noise), clamped to [-100, 100] dB (digital silence between words gives
+  +100). It assumes speech with pauses: a clip with no pause at all (continuous music, a held tone,
+  steady noise) reads as a low SNR.
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ def measure_audio(samples: np.ndarray, sample_rate: int, rules: AudioRules) -> A
     tail = max(1, len(ordered) // 10)
     noise = float(ordered[:tail].mean())
     loud = float(ordered[-tail:].mean())
-    snr = min(SNR_CAP_DB, _db(max(loud - noise, 0.0)) - _db(noise))
+    snr = max(-SNR_CAP_DB, min(SNR_CAP_DB, _db(max(loud - noise, 0.0)) - _db(noise)))
     return AudioMeasurements(round(len(signal) / sample_rate, 6), silent, clipped, snr)
 
 

@@ -77,3 +77,10 @@ def test_config_is_json_and_changes_with_a_threshold():
     config = AudioRules().config()
     assert json.loads(json.dumps(config)) == config
     assert AudioRules(min_snr_db=12).config() != config
+
+
+def test_a_steady_noise_has_no_pauses_to_measure_noise_from():
+    rng = np.random.default_rng(1)
+    measured = measure_audio(rng.normal(0, 0.1, (32000, 1)), 16000, AudioRules())
+    assert -100 <= measured.snr_db < 3 and measured.silence_fraction == 0
+    assert measure_audio(np.zeros((16000, 1)), 16000, AudioRules()).snr_db == 0.0
