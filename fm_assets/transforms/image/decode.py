@@ -89,9 +89,14 @@ def probe_image(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> ImageInfo:
     return ImageInfo(str(image.format).lower(), image.size[0], image.size[1], image.mode)
 
 
-def decode_image(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image.Image:
+def decode_image(
+    data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS, *, at_least: tuple[int, int] | None = None
+) -> Image.Image:
     """Every pixel as an RGB image (first frame of animations, EXIF orientation applied, alpha on white).
 
+    ``at_least`` (width, height as stored, before EXIF rotation): a JPEG may then be decoded at 1/2, 1/4
+    or 1/8 scale by libjpeg itself, the smallest one still covering that size; much faster when the
+    caller shrinks the image anyway. Other formats ignore it.
     Truncated data raises ``MediaError("truncated_image")``; other decoder failures ``corrupt_image``.
     """
     if ImageFile.LOAD_TRUNCATED_IMAGES:
@@ -99,6 +104,8 @@ def decode_image(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image.Ima
         raise RuntimeError("PIL.ImageFile.LOAD_TRUNCATED_IMAGES is on; media decoding needs it off")
     image = open_image(data, max_pixels)
     try:
+        if at_least is not None and image.format == "JPEG":
+            image.draft("RGB", at_least)
         image.load()
         image = ImageOps.exif_transpose(image) or image
         return to_rgb(image)

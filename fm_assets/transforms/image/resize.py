@@ -14,7 +14,7 @@ from typing import Any
 import PIL
 from PIL import Image
 
-from fm_assets.transforms.image.decode import DEFAULT_MAX_PIXELS, decode_image
+from fm_assets.transforms.image.decode import DEFAULT_MAX_PIXELS, decode_image, probe_image
 from fm_assets.transforms.media_errors import ENCODE_FAILED, MediaError, error_text
 
 _RESAMPLE = {
@@ -94,8 +94,14 @@ def resize_image(image: Image.Image, policy: ImageResizePolicy) -> Image.Image:
 def normalize_image(
     data: bytes, policy: ImageResizePolicy, max_pixels: int = DEFAULT_MAX_PIXELS
 ) -> NormalizedImage:
-    """Decode, resize and re-encode per ``policy``; ``MediaError`` for anything undecodable."""
-    image = resize_image(decode_image(data, max_pixels), policy)
+    """Decode, resize and re-encode per ``policy``; ``MediaError`` for anything undecodable.
+
+    A large JPEG is decoded at a reduced scale that still covers the target size (libjpeg's DCT
+    scaling), then resized to the exact target like any other image.
+    """
+    info = probe_image(data, max_pixels)
+    target = policy.target_size(info.width, info.height)
+    image = resize_image(decode_image(data, max_pixels, at_least=target), policy)
     encoded = encode_image(image, policy.format, policy.quality)
     return NormalizedImage(encoded, image.size[0], image.size[1], policy.format)
 

@@ -3,13 +3,20 @@
 import io
 import json
 
+import numpy as np
 import pytest
-from media_fixtures import image_set, jpeg_image, not_an_image, rgba_png, truncated_jpeg
+from media_fixtures import exif_jpeg, image_set, jpeg_image, not_an_image, rgba_png, truncated_jpeg
 from PIL import Image
 
 from fm_assets.transforms.image.decode import decode_image
 from fm_assets.transforms.image.phash import hamming, phash64
-from fm_assets.transforms.image.resize import ImageResizePolicy, normalize_image, thumbnail
+from fm_assets.transforms.image.resize import (
+    ImageResizePolicy,
+    encode_image,
+    normalize_image,
+    resize_image,
+    thumbnail,
+)
 from fm_assets.transforms.media_errors import MediaError
 
 
@@ -78,3 +85,21 @@ def test_policy_config_names_every_parameter_and_the_encoder():
 def test_thumbnail_fits_the_box():
     thumb = Image.open(io.BytesIO(thumbnail(decode_image(jpeg_image(640, 320)), size=128)))
     assert thumb.format == "JPEG" and thumb.size == (128, 64)
+
+
+def test_large_jpeg_is_decoded_at_reduced_scale_with_the_same_result_size():
+    data = jpeg_image(2400, 1800, seed=12)
+    policy = ImageResizePolicy(shorter_side=300)
+    fast = normalize_image(data, policy)
+    full = encode_image(resize_image(decode_image(data), policy), "jpeg", policy.quality)
+    a = np.asarray(Image.open(io.BytesIO(fast.data)).convert("L"), dtype=np.float64)
+    b = np.asarray(Image.open(io.BytesIO(full)).convert("L"), dtype=np.float64)
+    assert (fast.width, fast.height) == (400, 300) and a.shape == b.shape
+    assert np.abs(a - b).mean() < 2.0  # the same picture, within JPEG noise
+    assert fast.data != full  # and really a different (reduced-scale) decode
+
+
+def test_draft_decoding_respects_exif_rotation():
+    data = exif_jpeg(1600, 800, orientation=6)  # stored landscape, displayed portrait
+    result = normalize_image(data, ImageResizePolicy(shorter_side=200))
+    assert (result.width, result.height) == (200, 400)
