@@ -1,6 +1,7 @@
 """Benchmark the media transforms on one core; prints one JSON object.
 
 - images/s per core for validate + normalize (probe, decode, rules, pHash + dHash, resize + JPEG re-encode);
+- normalize on generated camera-sized JPEGs, reduced-scale (libjpeg DCT scaling) vs full decode;
 - audio-seconds/s per core for validate + normalize (probe, decode, rules, mono 16 kHz FLAC);
 - pHash images/s: ours (``phash_many``, batched; ``phash64`` one at a time; ``phash_bytes`` from JPEG/PNG
   bytes) vs a plain Python loop of ``imagehash.phash`` on the same decoded images, and how often they agree.
@@ -39,7 +40,12 @@ from fm_assets.transforms.audio.resample import AudioNormalizePolicy, normalize_
 from fm_assets.transforms.audio.rules import AudioRules, judge_audio  # noqa: E402
 from fm_assets.transforms.image.decode import decode_image, probe_image  # noqa: E402
 from fm_assets.transforms.image.phash import dhash64, hamming, phash64, phash_bytes, phash_many  # noqa: E402
-from fm_assets.transforms.image.resize import ImageResizePolicy, normalize_image  # noqa: E402
+from fm_assets.transforms.image.resize import (  # noqa: E402
+    ImageResizePolicy,
+    encode_image,
+    normalize_image,
+    resize_image,
+)
 from fm_assets.transforms.image.rules import ImageRules, judge_image  # noqa: E402
 
 
@@ -115,6 +121,28 @@ def bench_images(images: list[tuple[bytes, str]], repeats: int) -> dict[str, Any
         "normalize_images_per_s": rate(len(images), t_normalize),
         "validate_plus_normalize_images_per_s": rate(len(images), both),
         "policy": policy.config(),
+    }
+
+
+def bench_large_jpeg(repeats: int, count: int = 8) -> dict[str, Any]:
+    """normalize_image on generated 12-megapixel JPEGs (camera-sized): reduced-scale decode vs a full decode."""
+    from tests import media_fixtures as fx
+
+    photos = [fx.jpeg_image(4000, 3000, seed=100 + i) for i in range(count)]
+    policy = ImageResizePolicy()
+
+    def full_decode() -> None:
+        for data in photos:
+            encode_image(resize_image(decode_image(data), policy), policy.format, policy.quality)
+
+    t_draft = timed(lambda: [normalize_image(data, policy) for data in photos], repeats)
+    t_full = timed(full_decode, repeats)
+    return {
+        "images": count,
+        "source": "generated 4000x3000 JPEG",
+        "normalize_images_per_s": rate(count, t_draft),
+        "full_decode_then_resize_images_per_s": rate(count, t_full),
+        "speedup_cpu": round(t_full[0] / t_draft[0], 2),
     }
 
 
@@ -198,6 +226,7 @@ def main() -> None:
         "pillow": PIL.__version__,
         "cpu": os.cpu_count(),
         "image_validate_normalize": bench_images(images, args.repeats),
+        "large_jpeg_normalize": bench_large_jpeg(args.repeats),
         "audio_validate_normalize": bench_audio(audio, args.repeats),
         "phash": bench_phash(images, args.repeats),
     }
