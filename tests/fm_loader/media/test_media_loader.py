@@ -282,3 +282,31 @@ def test_several_manifests_interleave_into_one_stream(image_dataset):
     assert same(batches, global_batches([image_dataset, str(image_dataset)], 1, seed=8))
     with pytest.raises(ValueError, match="one MediaLoader reads one modality"):
         MediaLoader([image_dataset, MediaManifest("a", "v1", "audio-text", "x")], G)
+
+
+def test_captions_are_cut_to_max_caption_tokens(image_dataset):
+    for batch in MediaLoader(image_dataset, G, seed=1, max_caption_tokens=3):
+        assert batch["caption_ids"].shape == (G, 3)
+        valid = batch["valid"]
+        ids = batch["sample_ids"][valid].tolist()
+        # sample i's caption has 2 + i % 7 tokens, the first of them i % 1000
+        assert batch["caption_mask"][valid].sum(dim=1).tolist() == [min(3, 2 + i % 7) for i in ids]
+        assert batch["caption_ids"][valid, 0].tolist() == [i % 1000 for i in ids]
+
+
+def test_stereo_clips_are_averaged_to_mono(tmp_path):
+    from media_shards import audio_bytes, meta, write_dataset
+
+    from fm_loader.media.format import MediaSample
+
+    def stereo(n: int, start: int) -> list[MediaSample]:
+        return [
+            MediaSample(f"s{i}", audio_bytes(500 + i, i, "wav", channels=2), "wav", "t", meta(i))
+            for i in range(start, start + n)
+        ]
+
+    write_dataset(tmp_path / "stereo", "audio-text", stereo, [4])
+    batch = next(iter(MediaLoader(tmp_path / "stereo" / "manifest.json", 4)))
+    assert batch["audio"].shape == (4, 503)
+    assert batch["audio_lengths"].tolist() == [500 + i for i in batch["sample_ids"].tolist()]
+    assert batch["audio"].abs().max() > 0.4  # both channels hold the same sine: the average keeps it
