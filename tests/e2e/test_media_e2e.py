@@ -62,6 +62,28 @@ def land(folder: Path, root: Path) -> str:
     return fm("land", str(folder), "--source", "gen", "--license", "CC-BY-4.0", root=root).stdout.strip()
 
 
+def executed_notebook_summary(root: Path) -> dict:
+    """Run notebooks/media_overview.ipynb top to bottom against ``root``; its one SUMMARY line."""
+    import nbclient
+    import nbformat
+
+    path = Path(__file__).resolve().parents[2] / "notebooks" / "media_overview.ipynb"
+    notebook = nbformat.read(path, as_version=4)
+    os.environ["FM_ROOT"] = str(root)  # the kernel inherits it (monkeypatched by fm_env)
+    nbclient.NotebookClient(
+        notebook, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    ).execute()
+    lines = [
+        line
+        for cell in notebook.cells
+        for output in cell.get("outputs", [])
+        for line in output.get("text", "").splitlines()
+        if line.startswith("SUMMARY ")
+    ]
+    assert len(lines) == 1
+    return json.loads(lines[0].removeprefix("SUMMARY "))
+
+
 def shard_files(store: ObjectStore, batch: str) -> dict[str, str]:
     """Every media shard's file name -> sha256, from the partition manifests."""
     success = read_success(store, "media_shard", batch)
@@ -130,6 +152,12 @@ def test_media_and_text_through_fm_land_and_fm_run(fm_env, real_sample, tmp_path
     assert audio.samples >= 3 and {r for s in audio.shards for r in s.shape_summary["sample_rates"]} == {
         16000
     }
+
+    # the Lance views (images with thumbnails, audio) hold every released sample; the notebook browses them
+    summary = executed_notebook_summary(root)
+    assert (summary["images"], summary["audio"]) == (released.samples, audio.samples)
+    assert 0 < summary["max_thumbnail_side"] <= 128 and summary["audio_sample_rates"] == [16000]
+    assert summary["images_by_license"] == {"CC-BY-4.0": released.samples}
 
     # a second batch: its near duplicate of the first batch's harbour is caught against the first batch
     second = land(write_second_batch(tmp_path / "two"), root)
