@@ -243,6 +243,15 @@ def _tar_sample(path: str, key: str, index: int, members: dict[str, bytes]) -> M
     return MediaItem(key, index, origin, ext, members[media_ext], text)
 
 
+def _has_end_marker(local: Path, end: int) -> bool:
+    """Whether the tar ends with its end-of-archive marker (two zero blocks) after offset ``end``: ``tarfile``
+    reads a tar cut at a member boundary as a shorter, complete one."""
+    with open(local, "rb") as handle:
+        handle.seek(end)
+        marker = handle.read(1024)
+    return len(marker) == 1024 and not marker.strip(b"\0")
+
+
 def iter_tar_samples(path: str, local: Path) -> Iterator[MediaItem | MediaProblem]:
     """Samples of a landed tar in member order (consecutive members with one key form a sample)."""
     index = 0
@@ -261,9 +270,19 @@ def iter_tar_samples(path: str, local: Path) -> Iterator[MediaItem | MediaProble
                 key = member_key
                 handle = tar.extractfile(member)
                 members[ext] = handle.read() if handle is not None else b""
+            end = tar.offset
     except (tarfile.TarError, EOFError, OSError) as exc:
         yield MediaProblem(
             key or "", index, path, TRUNCATED_ARCHIVE, {"error": str(exc), "samples_read": index}
+        )
+        return
+    if not _has_end_marker(local, end):  # the last sample may be cut short: keep none of it
+        yield MediaProblem(
+            key or "",
+            index,
+            path,
+            TRUNCATED_ARCHIVE,
+            {"error": "no end-of-archive marker", "samples_read": index},
         )
         return
     if key is not None:
