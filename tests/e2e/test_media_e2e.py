@@ -28,7 +28,9 @@ from fm_assets.engine.store import ObjectStore
 from fm_assets.reports.report import iter_rejects
 from fm_assets.stages.names import MEDIA_STAGE_NAMES, STAGE_NAMES
 from fm_loader.manifest import DatasetManifest
+from fm_loader.media.loader import MediaLoader
 from fm_loader.media.manifest import MediaManifest
+from fm_loader.media.verify import verify_media_dataset
 
 pytestmark = [pytest.mark.slow]
 
@@ -152,6 +154,13 @@ def test_media_and_text_through_fm_land_and_fm_run(fm_env, real_sample, tmp_path
     assert audio.samples >= 3 and {r for s in audio.shards for r in s.shape_summary["sample_rates"]} == {
         16000
     }
+
+    # fm_loader.media verifies every sample of both releases and feeds fixed-shape batches from them
+    assert verify_media_dataset(released).problems == [] and verify_media_dataset(audio).problems == []
+    images_batch = next(iter(MediaLoader(released, global_batch_size=2, max_caption_tokens=16)))
+    assert images_batch["images"].shape[:2] == (2, 3) and images_batch["caption_mask"].any()
+    audio_batch = next(iter(MediaLoader(audio, global_batch_size=2)))
+    assert audio_batch["audio"].shape == audio_batch["audio_mask"].shape and audio_batch["valid"].all()
 
     # the Lance views (images with thumbnails, audio) hold every released sample; the notebook browses them
     summary = executed_notebook_summary(root)
