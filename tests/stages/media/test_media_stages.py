@@ -125,3 +125,55 @@ def test_text_land_records_media_files_instead_of_rejecting_them(tmp_path, setti
     counts = outcome.success.counts
     assert counts.records_in == 1 and counts.records_out == 1  # only notes.txt is a document
     assert outcome.success.extra["media_files"] > 20
+
+
+def test_media_stages_are_pure_when_every_committed_unit_is_recomputed(tmp_path, settings):
+    """Recompute every committed unit of every media stage and compare bytes (FM_VERIFY_COMMITTED_UNITS)."""
+    store = ObjectStore(str(tmp_path / "root"))
+    pin_tokenizer(store)
+    batch = land_batch(
+        store, write_media_batch(tmp_path / "one"), source="gen", license_id="CC-BY-4.0", namespace="cloud"
+    ).batch
+    first = run_media_chain(store, batch, settings)
+    for outcome in first.values():  # keep the unit markers and files, drop the commit marker
+        store.delete(f"{outcome.prefix}/_SUCCESS.json")
+    strict = settings.model_copy(update={"verify_committed_units": True})
+    again = run_media_chain(store, batch, strict)
+    for name, outcome in again.items():
+        assert outcome.units_skipped == len(outcome.success.units) and not outcome.cache_hit, name
+        assert outcome.data_version == first[name].data_version, name
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_near_dedup_on_spark_writes_what_the_in_process_join_writes(tmp_path, settings, monkeypatch):
+    from fm_assets.stages import media_near_dedup
+    from fm_assets.transforms.dedup.image_near_dup import ImageNearDupConfig
+    from fm_resources.spark import SparkResource
+
+    results = {}
+    for engine, local_max in (("local", 200_000), ("spark", 0)):
+        monkeypatch.setattr(
+            media_near_dedup.MediaNearDedupStage, "near_dup", ImageNearDupConfig(local_max_nodes=local_max)
+        )
+        store = ObjectStore(str(tmp_path / engine))
+        pin_tokenizer(store)
+        batch = land_batch(
+            store,
+            write_media_batch(tmp_path / f"src-{engine}"),
+            source="gen",
+            license_id="CC-BY-4.0",
+            namespace="cloud",
+            batch_id="b1",
+        ).batch
+        outcomes = {}
+        for stage in MEDIA_STAGES[:5]:
+            ctx = StageContext(
+                store, batch, settings, {"spark": SparkResource(master="local[2]", shuffle_partitions=2)}
+            )
+            outcomes[stage.name] = outcome = run_stage(stage, ctx)
+            write_ref(store, stage.name, batch, outcome.success, cache_hit=False, wall_seconds=0.0)
+        near = outcomes["media_near_dedup"].success
+        assert near.artifacts["stats"]["engine"] == engine
+        results[engine] = (near.data_version, near.rejects_by_reason)
+    assert results["local"] == results["spark"]
