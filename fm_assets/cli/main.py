@@ -215,6 +215,23 @@ def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
             f"{passed}/{len(checks)} passed",
         )
     out.print(table)
+    media_rows = [row for row in audit["batches"] if row.get("media_samples_landed")]
+    if media_rows:
+        table = Table(title="media: samples and checks per batch")
+        for column in ("batch", "samples landed", "in shards", "checks (value)"):
+            table.add_column(column, overflow="fold")
+        for row in media_rows:
+            checks = ", ".join(
+                f"{name}: {'ok' if c['passed'] else 'FAILED'} ({next(v for k, v in c.items() if k != 'passed')})"
+                for name, c in row["media_checks"].items()
+            )
+            table.add_row(
+                row["batch"],
+                f"{row['media_samples_landed']:,}",
+                f"{row['media_samples_in_shards']:,}",
+                checks,
+            )
+        out.print(table)
     if audit["failed_checks"]:
         console.print(f"[yellow]failed checks: {', '.join(audit['failed_checks'])}[/yellow]")
     for finding in audit["integrity"]["findings"]:

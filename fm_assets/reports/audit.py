@@ -29,6 +29,24 @@ def _stage_checks(
     return read_success_at(store, ref.prefix), read_check_outcomes(store, ref.prefix)
 
 
+MEDIA_CHECKS = (
+    ("media_validate", "decode_failure_rate", "decode_failure_rate"),
+    ("media_dedup", "duplicate_rate", "duplicate_rate"),
+    ("media_near_dedup", "duplicate_rate", "duplicate_rate"),
+    ("media_shard", "bucket_balance", "largest_bucket_share"),
+)
+
+
+def media_check_summary(stages: dict[str, Any]) -> dict[str, Any]:
+    """The media checks of one batch: ``<stage>.<check>`` -> passed and the measured value."""
+    summary = {}
+    for stage, check, value in MEDIA_CHECKS:
+        outcome = stages.get(stage, {}).get("checks", {}).get(check)
+        if outcome is not None:
+            summary[f"{stage}.{check}"] = {"passed": outcome["passed"], value: outcome["metadata"].get(value)}
+    return summary
+
+
 def build_audit(store: ObjectStore, dataset: str | None = None) -> dict[str, Any]:
     batches = list_complete_batches(store)
     release = None
@@ -45,7 +63,9 @@ def build_audit(store: ObjectStore, dataset: str | None = None) -> dict[str, Any
     for batch in batches:
         manifest = read_batch_manifest(store, batch)
         stages = {}
-        for stage in ALL_STAGE_NAMES:  # both chains: the media checks (decode failures, duplicates, buckets) too
+        for (
+            stage
+        ) in ALL_STAGE_NAMES:  # both chains: the media checks (decode failures, duplicates, buckets) too
             success, checks = _stage_checks(store, stage, batch)
             if success is None:
                 continue
@@ -85,6 +105,7 @@ def build_audit(store: ObjectStore, dataset: str | None = None) -> dict[str, Any
                 ),
                 "media_samples_landed": stages.get("media_land", {}).get("records_out", 0),
                 "media_samples_in_shards": stages.get("media_shard", {}).get("records_out", 0),
+                "media_checks": media_check_summary(stages),
                 "stages": stages,
             }
         )
