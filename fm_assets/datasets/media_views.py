@@ -1,8 +1,8 @@
 """The Lance media views: ``images`` (with a JPEG thumbnail per image) and ``audio``, one row per released sample.
 
 Rows come from every batch's ``media_shard`` output (the sample's shard and position, shape, caption and its
-token count, licence, namespace, raw and normalized CAS hashes) plus the batch's source; each image's
-thumbnail is made from its normalized bytes in the CAS. Like ``documents_lance``, a dataset is rewritten as a
+token count, licence, namespace, raw and normalized hashes) plus the batch's source; each image's thumbnail
+is made from its normalized bytes, read from the ``media_normalize`` output the shards were built from. Like ``documents_lance``, a dataset is rewritten as a
 new Lance version only when its inputs (the ``media_shard`` data versions) changed, the inputs' hash sits in
 the schema metadata, and the write holds the ``lance`` lock. Rows stream batch by batch (bounded memory).
 """
@@ -24,11 +24,11 @@ from fm_assets.engine.landing import read_batch_manifest
 from fm_assets.engine.locks import store_lock
 from fm_assets.engine.refs import read_success
 from fm_assets.engine.store import ObjectStore
-from fm_assets.stages.media_validate import read_media
 from fm_assets.transforms.image.resize import thumbnail
 from fm_loader.media.buckets import DEFAULT_BUCKETS
 
 SHARD_STAGE = "media_shard"
+NORMALIZE_STAGE = "media_normalize"
 THUMBNAIL_SIDE = 128
 ROWS_PER_WRITE = 256
 
@@ -71,7 +71,7 @@ def media_lance_uris(documents_uri: str) -> dict[str, str]:
     return {"image": f"{folder}/images.lance", "audio": f"{folder}/audio.lance"}
 
 
-def _view_row(store: ObjectStore, modality: str, row: dict[str, Any], source: str) -> dict[str, Any]:
+def _view_row(modality: str, row: dict[str, Any], source: str, media: bytes | None) -> dict[str, Any]:
     common = {field.name: row.get(field.name) for field in _COMMON if field.name != "source"}
     common["source"] = source
     if modality == "audio":
@@ -81,7 +81,8 @@ def _view_row(store: ObjectStore, modality: str, row: dict[str, Any], source: st
             "sample_rate": row["sample_rate"],
             "duration_s": row["duration_s"],
         }
-    with Image.open(io.BytesIO(read_media(store, row["norm_sha256"]))) as image:
+    assert media is not None
+    with Image.open(io.BytesIO(media)) as image:
         thumb = thumbnail(image.convert("RGB"), THUMBNAIL_SIDE)
     return {
         **common,
@@ -93,21 +94,45 @@ def _view_row(store: ObjectStore, modality: str, row: dict[str, Any], source: st
     }
 
 
+def _iter_rows(
+    store: ObjectStore, parts: list[str], columns: list[str] | None = None
+) -> Iterator[dict[str, Any]]:
+    for part in parts:
+        with store.open(part) as handle:
+            for record_batch in pq.ParquetFile(handle).iter_batches(
+                batch_size=ROWS_PER_WRITE, columns=columns
+            ):
+                yield from record_batch.to_pylist()
+
+
 def iter_view_batches(store: ObjectStore, modality: str, batches: list[str]) -> Iterator[pa.RecordBatch]:
+    """The view's rows, batch by batch; images read their bytes from ``media_normalize``'s output, the
+    stage ``media_shard`` was built from (same samples, same order)."""
     schema = SCHEMAS[modality]
     for batch in batches:
         source = read_batch_manifest(store, batch).source
+        shard = read_success(store, SHARD_STAGE, batch)
+        normalized = read_success(store, NORMALIZE_STAGE, batch)
+        if shard.inputs.get(NORMALIZE_STAGE) != normalized.data_version:
+            raise RuntimeError(
+                f"{SHARD_STAGE}[{batch}] was not built from the current {NORMALIZE_STAGE} output; fm run {batch}"
+            )
+        media = (
+            (r["doc_id"], r["norm_data"])
+            for r in _iter_rows(store, list(normalized.parts), ["doc_id", "modality", "norm_data"])
+            if r["modality"] == modality
+        )
         rows: list[dict[str, Any]] = []
-        for part in read_success(store, SHARD_STAGE, batch).parts:
-            with store.open(part) as handle:
-                for record_batch in pq.ParquetFile(handle).iter_batches(batch_size=ROWS_PER_WRITE):
-                    for row in record_batch.to_pylist():
-                        if row["modality"] != modality:
-                            continue
-                        rows.append(_view_row(store, modality, row, source))
-                        if len(rows) == ROWS_PER_WRITE:
-                            yield pa.RecordBatch.from_pylist(rows, schema=schema)
-                            rows = []
+        for row in _iter_rows(store, list(shard.parts)):
+            if row["modality"] != modality:
+                continue
+            doc_id, data = next(media) if modality == "image" else (row["doc_id"], None)
+            if doc_id != row["doc_id"]:
+                raise RuntimeError(f"{batch}: {SHARD_STAGE} and {NORMALIZE_STAGE} disagree on sample order")
+            rows.append(_view_row(modality, row, source, data))
+            if len(rows) == ROWS_PER_WRITE:
+                yield pa.RecordBatch.from_pylist(rows, schema=schema)
+                rows = []
         if rows:
             yield pa.RecordBatch.from_pylist(rows, schema=schema)
 

@@ -55,7 +55,7 @@ def batch_media_groups(ctx: StageContext) -> list[MediaGroup]:
 
 class MediaLandStage(Stage):
     name = "media_land"
-    code_version = "media-land-v2"
+    code_version = "media-land-v3"
     upstream = None
     description = (
         "Media files, tars and media JSONL -> image/audio samples with their text; media bytes into the CAS."

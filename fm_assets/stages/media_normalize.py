@@ -3,8 +3,10 @@
 ``ImageResizePolicy`` (shorter side to S, long side capped, JPEG quality, resampling filter, Pillow version)
 and ``AudioNormalizePolicy`` (target rate, mono, codec, the resampler: scipy's polyphase ``resample_poly``
 with a Kaiser window, libsndfile version) are the stage config, so a policy change recomputes this stage and
-what follows. Normalized bytes go to the CAS (``norm_sha256``; the raw ``media_sha256`` stays as provenance)
-and the record's shape columns describe the normalized media.
+what follows. The normalized bytes go into the record (``norm_data``, with ``norm_sha256``; the raw
+``media_sha256`` stays as provenance), so they are covered by the unit markers like every output byte (``fm
+verify`` checks them, ``fm repair`` recomputes them); parts roll every ``NORMALIZED_PART_BYTES`` of media. The
+record's shape columns describe the normalized media.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from fm_assets.engine import layout
 from fm_assets.engine.kinds.record import RecordStage
 from fm_assets.engine.stage import StageContext
 from fm_assets.engine.verdict import Verdict
@@ -25,23 +26,28 @@ from fm_assets.transforms.readers.media_types import IMAGE, MEDIA_SCHEMA
 
 IMAGE_POLICY = ImageResizePolicy()
 AUDIO_POLICY = AudioNormalizePolicy()
+NORMALIZED_PART_BYTES = 64 << 20  # bounds what a unit buffers and what a media_shard unit reads
 EXTENSION = {"jpeg": "jpg", "png": "png", "flac": "flac", "wav": "wav"}
 
 
 class MediaNormalizeStage(RecordStage):
     name = "media_normalize"
-    code_version = "media-normalize-v1"
+    code_version = "media-normalize-v2"
     upstream = "media_near_dedup"
     description = (
         "Image resize policy and audio resample to 16 kHz mono (policies in the stage key); bytes to the CAS."
     )
     output_schema = MEDIA_SCHEMA
 
+    def bytes_per_file(self, ctx: StageContext) -> int | None:
+        return NORMALIZED_PART_BYTES
+
     def config(self, ctx: StageContext) -> dict[str, Any]:
         return {
             "image": IMAGE_POLICY.config(),
             "audio": AUDIO_POLICY.config(),
             "max_pixels": DEFAULT_MAX_PIXELS,
+            "part_bytes": NORMALIZED_PART_BYTES,
         }
 
     def judge(self, ctx: StageContext, record: dict[str, Any], metrics: dict[str, Any]) -> Verdict:
@@ -67,13 +73,17 @@ class MediaNormalizeStage(RecordStage):
         except MediaError as error:
             return Verdict.drop(error.reason, error.details)
         digest = hashlib.sha256(encoded).hexdigest()
-        rel = layout.cas_object(digest)
-        if not ctx.store.exists(rel):
-            ctx.store.write_bytes(rel, encoded)
         metrics["bytes_out"] = metrics.get("bytes_out", 0) + len(encoded)
         metrics["bytes_in"] = metrics.get("bytes_in", 0) + len(data)
         return Verdict.kept(
-            {**record, **shape, "norm_sha256": digest, "norm_ext": ext, "norm_bytes": len(encoded)}
+            {
+                **record,
+                **shape,
+                "norm_sha256": digest,
+                "norm_ext": ext,
+                "norm_bytes": len(encoded),
+                "norm_data": encoded,
+            }
         )
 
 

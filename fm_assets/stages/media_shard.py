@@ -1,7 +1,7 @@
 """media_shard: normalized samples -> multimodal WebDataset shards (``fm_loader.media``) and their manifests.
 
 One unit per upstream part; a shard holds one modality, so each unit writes image shards and audio shards
-of at most ``rows_per_shard`` samples, in part order. A sample is ``<key>.<jpg|flac>``, ``<key>.txt`` and
+of at most ``rows_per_shard`` samples, in part order (the samples of one shard are in memory at once). A sample is ``<key>.<jpg|flac>``, ``<key>.txt`` and
 ``<key>.json`` (licence, provenance down to the raw CAS hash, namespace, the caption's token ids under the
 pinned tokenizer, and the measured shape); the writer fixes member order and headers, so shards are
 byte-for-byte reproducible, and its sample index carries per-sample checksums and shapes. ``complete``
@@ -26,7 +26,6 @@ from fm_assets.engine.records import StageSuccess, UnitMarker
 from fm_assets.engine.stage import SideInputs, Stage, StageContext, UnitContext, UnitResult
 from fm_assets.engine.store import ObjectStore
 from fm_assets.side_inputs.tokenizer import PinnedTokenizer, pinned_tokenizer
-from fm_assets.stages.media_validate import read_media
 from fm_assets.transforms.readers.media_types import AUDIO, IMAGE
 from fm_loader.media.buckets import DEFAULT_BUCKETS
 from fm_loader.media.format import MediaSample, encode_media_shard
@@ -35,6 +34,7 @@ from fm_loader.media.manifest import MediaManifest, MediaShardEntry
 MANIFESTS = {IMAGE: "manifest-image.json", AUDIO: "manifest-audio.json"}
 MODALITY_NAME = {IMAGE: "image-text", AUDIO: "audio-text"}
 SHARD_TAG = {IMAGE: "img", AUDIO: "aud"}
+READ_ROWS = 64  # samples read from a part at a time (each holds its normalized media)
 MAX_BUCKET_SHARE = 0.9  # one aspect-ratio bucket holding more than this starves the others' batches
 
 MEDIA_SHARD_SCHEMA = pa.schema(
@@ -105,7 +105,7 @@ def check_bucket_balance(store: ObjectStore, success: StageSuccess, stage: Any) 
 
 class MediaShardStage(Stage):
     name = "media_shard"
-    code_version = "media-shard-v1"
+    code_version = "media-shard-v2"
     upstream = "media_normalize"
     description = (
         "Multimodal WebDataset shards (fm_loader.media: per-sample checksums and shapes) + manifests."
@@ -144,7 +144,7 @@ class MediaShardStage(Stage):
         pending: dict[str, list[dict[str, Any]]] = {IMAGE: [], AUDIO: []}
         entries: dict[str, list[dict[str, Any]]] = {IMAGE: [], AUDIO: []}
         for part in unit.unit.inputs:
-            for record in unit.iter_rows(part):
+            for record in (r for b in unit.iter_batches(part, batch_size=READ_ROWS) for r in b.to_pylist()):
                 records_in += 1
                 pending[record["modality"]].append(record)
                 if len(pending[record["modality"]]) == per_shard:
@@ -205,8 +205,7 @@ class MediaShardStage(Stage):
                 if tokenize:
                     meta["caption_tokens"] = tokens
                     meta["tokenizer_sha256"] = pinned.sha256
-                media = read_media(unit.store, record["norm_sha256"])
-                yield MediaSample(key, media, record["norm_ext"], record["text"], meta)
+                yield MediaSample(key, record["norm_data"], record["norm_ext"], record["text"], meta)
 
         encoded = encode_media_shard(samples(), name)
         for file_name, data in sorted(encoded.files.items()):

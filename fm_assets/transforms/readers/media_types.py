@@ -48,9 +48,10 @@ MEDIA_SCHEMA = pa.schema(
         pa.field("dhash", pa.uint64()),
         pa.field("metrics", pa.string()),  # JSON: what media_filter measured (entropy, silence, SNR, ...)
         # filled by media_normalize
-        pa.field("norm_sha256", pa.string()),  # normalized bytes, in cas/
+        pa.field("norm_sha256", pa.string()),  # of norm_data
         pa.field("norm_ext", pa.string()),
         pa.field("norm_bytes", pa.int64()),
+        pa.field("norm_data", pa.large_binary()),  # the normalized media as it goes into the shard
     ]
 )
 
