@@ -177,3 +177,31 @@ def test_near_dedup_on_spark_writes_what_the_in_process_join_writes(tmp_path, se
         assert near.artifacts["stats"]["engine"] == engine
         results[engine] = (near.data_version, near.rejects_by_reason)
     assert results["local"] == results["spark"]
+
+
+@pytest.mark.slow
+def test_media_chain_on_an_s3_root_writes_what_a_local_root_writes(tmp_path, settings, s3_env):
+    """The same delivery through the media chain on S3 (moto) and on a local folder: the same shard bytes."""
+    import uuid
+
+    from fm_resources.object_store import ObjectStoreResource
+
+    root = f"s3://{s3_env['bucket']}/media-{uuid.uuid4().hex[:8]}"
+    stores = {
+        "s3": ObjectStoreResource(root=root, s3_endpoint_url=s3_env["endpoint"]).store(),
+        "local": ObjectStore(str(tmp_path / "local")),
+    }
+    versions = {}
+    for name, store in stores.items():
+        pin_tokenizer(store)
+        batch = land_batch(
+            store,
+            write_media_batch(tmp_path / f"src-{name}"),
+            source="gen",
+            license_id="CC-BY-4.0",
+            namespace="cloud",
+            batch_id="b1",
+        ).batch
+        outcomes = run_media_chain(store, batch, settings)
+        versions[name] = {stage: o.data_version for stage, o in outcomes.items()}
+    assert versions["s3"] == versions["local"]
