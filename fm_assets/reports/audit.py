@@ -42,8 +42,9 @@ def media_check_summary(stages: dict[str, Any]) -> dict[str, Any]:
     summary = {}
     for stage, check, value in MEDIA_CHECKS:
         outcome = stages.get(stage, {}).get("checks", {}).get(check)
-        if outcome is not None:
-            summary[f"{stage}.{check}"] = {"passed": outcome["passed"], value: outcome["metadata"].get(value)}
+        if outcome is None or (check == "bucket_balance" and not outcome["metadata"].get("images")):
+            continue  # no images, no buckets to balance
+        summary[f"{stage}.{check}"] = {"passed": outcome["passed"], value: outcome["metadata"].get(value)}
     return summary
 
 

@@ -190,6 +190,8 @@ def test_media_and_text_through_fm_land_and_fm_run(fm_env, real_sample, tmp_path
         and "duplicate_rate" in stages["media_near_dedup"]["checks"]
     )
     assert stages["media_shard"]["checks"]["bucket_balance"]["metadata"]["images"] > 0
+    media_checks = next(b for b in audit["batches"] if b["batch"] == first)["media_checks"]
+    assert media_checks["media_validate.decode_failure_rate"]["decode_failure_rate"] == round(5 / 19, 4)
 
     # the same delivery in a fresh root (same batch id) gives byte-identical media shards
     fresh = tmp_path / "fresh"
