@@ -36,15 +36,37 @@ def _store(settings: Settings) -> ObjectStore:
 
 
 def cmd_sample_data(args: argparse.Namespace, settings: Settings) -> int:
-    from fm_assets.sample_data import fetch_sample_data
+    if args.modality in ("text", "all"):
+        from fm_assets.sample_data import fetch_sample_data
 
-    summary = fetch_sample_data(Path(args.dest), max_docs=args.max_docs, source=args.source)
-    table = Table(title=f"sample data ({summary['source']})")
-    for column in ("package", "docs", "bytes", "licence"):
-        table.add_column(column)
-    for name, info in summary["packages"].items():
-        table.add_row(name, str(info["docs"]), f"{info['bytes']:,}", info.get("license", "?"))
-    console.print(table)
+        summary = fetch_sample_data(Path(args.dest), max_docs=args.max_docs, source=args.source)
+        table = Table(title=f"sample data ({summary['source']})")
+        for column in ("package", "docs", "bytes", "licence"):
+            table.add_column(column)
+        for name, info in summary["packages"].items():
+            table.add_row(name, str(info["docs"]), f"{info['bytes']:,}", info.get("license", "?"))
+        console.print(table)
+    if args.modality in ("image", "audio", "all"):
+        from fm_assets.sample_data.media import MEDIA_MODALITIES, fetch_media_sample_data
+
+        modalities = MEDIA_MODALITIES if args.modality == "all" else (args.modality,)
+        media = fetch_media_sample_data(Path(args.dest), modalities=modalities, max_samples=args.max_samples)
+        table = Table(title="media sample data (Debian packages)")
+        for column in ("package", "modality", "samples", "media bytes", "licence", "folder"):
+            table.add_column(column)
+        for name, info in media["packages"].items():
+            table.add_row(
+                name,
+                info["modality"],
+                str(info["samples"]),
+                f"{info['media_bytes']:,}",
+                info["license"],
+                info["folder"],
+            )
+        console.print(table)
+        if not media["total_samples"]:
+            console.print(f"[red]fm sample-data: no media samples ({'; '.join(media['errors'])})[/red]")
+            return 1
     return 0
 
 
@@ -193,6 +215,23 @@ def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
             f"{passed}/{len(checks)} passed",
         )
     out.print(table)
+    media_rows = [row for row in audit["batches"] if row.get("media_samples_landed")]
+    if media_rows:
+        table = Table(title="media: samples and checks per batch")
+        for column in ("batch", "samples landed", "in shards", "checks (value)"):
+            table.add_column(column, overflow="fold")
+        for row in media_rows:
+            checks = ", ".join(
+                f"{name}: {'ok' if c['passed'] else 'FAILED'} ({next(v for k, v in c.items() if k != 'passed')})"
+                for name, c in row["media_checks"].items()
+            )
+            table.add_row(
+                row["batch"],
+                f"{row['media_samples_landed']:,}",
+                f"{row['media_samples_in_shards']:,}",
+                checks,
+            )
+        out.print(table)
     if audit["failed_checks"]:
         console.print(f"[yellow]failed checks: {', '.join(audit['failed_checks'])}[/yellow]")
     for finding in audit["integrity"]["findings"]:
@@ -276,10 +315,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("sample-data", help="fetch real public text (Debian doc packages) as JSONL")
+    p = sub.add_parser(
+        "sample-data",
+        help="fetch real public data from Debian packages: text as JSONL, image-text and audio-text as key folders",
+    )
     p.add_argument("dest")
-    p.add_argument("--max-docs", type=int, default=None, help="cap documents per package")
-    p.add_argument("--source", choices=("auto", "apt", "python"), default="auto")
+    p.add_argument("--modality", choices=("text", "image", "audio", "all"), default="text")
+    p.add_argument("--max-docs", type=int, default=None, help="cap text documents per package")
+    p.add_argument("--max-samples", type=int, default=None, help="cap image/audio samples per package")
+    p.add_argument("--source", choices=("auto", "apt", "python"), default="auto", help="text only")
     p.set_defaults(func=cmd_sample_data)
 
     p = sub.add_parser("land", help="create an immutable landing batch from a file or folder")

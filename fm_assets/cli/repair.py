@@ -19,7 +19,7 @@ from fm_assets.engine.integrity import check_output, units_owning
 from fm_assets.engine.landing import list_complete_batches, read_batch_manifest
 from fm_assets.engine.refs import read_ref, read_success_at
 from fm_assets.engine.store import ObjectStore
-from fm_assets.stages.names import STAGE_NAMES
+from fm_assets.stages.names import ALL_STAGE_NAMES
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ def repair_cas(store: ObjectStore) -> list[str]:
 
 def stages_to_check(stage: str | None) -> list[str]:
     if stage is None:
-        return list(STAGE_NAMES)
-    if stage not in STAGE_NAMES:
-        raise ValueError(f"unknown stage {stage!r}; stages are {', '.join(STAGE_NAMES)}")
+        return list(ALL_STAGE_NAMES)
+    if stage not in ALL_STAGE_NAMES:
+        raise ValueError(f"unknown stage {stage!r}; stages are {', '.join(ALL_STAGE_NAMES)}")
     return [stage]

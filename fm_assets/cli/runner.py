@@ -53,7 +53,7 @@ def run_batches(
 ) -> dict[str, str]:
     """Materialize every stage for ``batches`` (default: all complete ones); returns {batch: error} for failures."""
     from fm_assets.defs.build import build_definitions
-    from fm_assets.stages.names import STAGE_NAMES
+    from fm_assets.stages.names import ALL_STAGE_NAMES
 
     console = console or Console(stderr=True)
     instance = dagster_instance(settings)
@@ -71,7 +71,7 @@ def run_batches(
 
     job = defs.resolve_job_def("preprocess")
     failures: dict[str, str] = {}
-    with progress_view(console, len(wanted) * len(STAGE_NAMES)) as bar:
+    with progress_view(console, len(wanted) * len(ALL_STAGE_NAMES)) as bar:
 
         def on_event(event: str, stage: str, batch: str, info: dict[str, Any]) -> None:
             if event == "start":

@@ -6,17 +6,23 @@ from __future__ import annotations
 from dagster import Definitions, ExecutorDefinition, in_process_executor
 
 from fm_assets.defs.jobs import preprocess_job, release_job
-from fm_assets.defs.release import dataset_release
+from fm_assets.defs.release import dataset_release, media_dataset_release
 from fm_assets.defs.resources import build_resources
 from fm_assets.defs.sensors import landing_batch_sensor, release_after_preprocess
 from fm_assets.defs.side_inputs import SIDE_INPUT_ASSETS
 from fm_assets.defs.stage_assets import build_stage_asset
 from fm_assets.defs.views import VIEW_ASSETS
 from fm_assets.settings import Settings, load_settings
-from fm_assets.stages.registry import STAGES, check_chain, pipeline_code_version
+from fm_assets.stages.registry import CHAINS, chain_code_version, check_chain
 
 check_chain()
-STAGE_ASSETS = [build_stage_asset(stage, pipeline_code_version()) for stage in STAGES]
+# each chain is one asset group on the same partitions; both are in the preprocess job
+CHAIN_GROUPS = {"text": "preprocess", "media": "multimodal"}
+STAGE_ASSETS = [
+    build_stage_asset(stage, chain_code_version(chain), CHAIN_GROUPS[chain])
+    for chain, stages in CHAINS.items()
+    for stage in stages
+]
 
 
 def build_definitions(settings: Settings | None = None) -> Definitions:
@@ -36,7 +42,7 @@ def build_definitions(settings: Settings | None = None) -> Definitions:
         executor = k8s_job_executor
     return Definitions(
         executor=executor,
-        assets=[*STAGE_ASSETS, *SIDE_INPUT_ASSETS, dataset_release, *VIEW_ASSETS],
+        assets=[*STAGE_ASSETS, *SIDE_INPUT_ASSETS, dataset_release, media_dataset_release, *VIEW_ASSETS],
         jobs=[preprocess_job, release_job],
         sensors=[landing_batch_sensor, release_after_preprocess],
         resources=build_resources(settings),

@@ -1,4 +1,5 @@
-"""Jobs: the per-batch preprocessing job (every stage for one partition, plus the tokenizer pin it needs)
+"""Jobs: the per-batch preprocessing job (every stage of the text and media chains for one partition, plus the
+tokenizer pin they need)
 and the dataset release job, whose runs carry a tag the run queue limits to one at a time."""
 
 from dagster import AssetSelection, define_asset_job
@@ -12,9 +13,9 @@ RELEASE_RUN_TAG_VALUE = "release"
 
 preprocess_job = define_asset_job(
     "preprocess",
-    selection=AssetSelection.groups("preprocess") | AssetSelection.assets("tokenizer"),
+    selection=AssetSelection.groups("preprocess", "multimodal") | AssetSelection.assets("tokenizer"),
     partitions_def=batch_partitions,
-    description="Run every preprocessing stage for one landing batch.",
+    description="Run every preprocessing stage of both chains (text, multimodal) for one landing batch.",
 )
 release_job = define_asset_job(
     "release",

@@ -33,8 +33,9 @@ from fm_resources.object_store import ObjectStoreResource
 LANDING_INTERVAL_SECONDS = 30
 RELEASE_INTERVAL_SECONDS = 15
 # the stages the release assets read (dataset_release: shard; curated_documents: decontaminate;
-# documents_lance: decontaminate + tokenize): a run that materialized one of them changes the release
-RELEASE_INPUTS = frozenset({"shard", "decontaminate", "tokenize"})
+# documents_lance: decontaminate + tokenize; media_dataset_release and the media views: media_shard): a run
+# that materialized one of them changes the release
+RELEASE_INPUTS = frozenset({"shard", "decontaminate", "tokenize", "media_shard"})
 # a release run in one of these states that was created after a run ended reads that run's output
 RELEASE_WILL_INCLUDE = (
     DagsterRunStatus.NOT_STARTED,
@@ -165,8 +166,8 @@ def release_already_pending(instance: DagsterInstance, run_id: str) -> str | Non
     request_job=release_job,
     minimum_interval_seconds=RELEASE_INTERVAL_SECONDS,
     default_status=DefaultSensorStatus.RUNNING,
-    description="After a successful run (sensor, UI, backfill) that materialized shard, decontaminate or "
-    "tokenize, requests one release run (run key release-after:<run id>) unless a later one is pending.",
+    description="After a successful run (sensor, UI, backfill) that materialized shard, decontaminate, "
+    "tokenize or media_shard, requests one release run (run key release-after:<run id>) unless a later one is pending.",
 )
 def release_after_preprocess(context: RunStatusSensorContext) -> RunRequest | SkipReason:
     run = context.dagster_run

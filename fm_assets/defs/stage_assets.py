@@ -93,7 +93,11 @@ def _metadata_value(value: Any) -> Any:
     return value
 
 
-def build_stage_asset(stage: Stage, pipeline_version: str) -> AssetsDefinition:
+def build_stage_asset(
+    stage: Stage, pipeline_version: str, group_name: str = "preprocess"
+) -> AssetsDefinition:
+    """The partitioned asset of ``stage`` in ``group_name`` (``preprocess``: the text chain; ``multimodal``:
+    the media chain), with the stage's checks as asset checks."""
     specs = [
         AssetCheckSpec(
             check.name,
@@ -112,7 +116,7 @@ def build_stage_asset(stage: Stage, pipeline_version: str) -> AssetsDefinition:
         code_version=stage.code_version,
         deps=deps,
         check_specs=specs,
-        group_name="preprocess",
+        group_name=group_name,
         description=stage.description,
         required_resource_keys={"store", "pipeline", *STAGE_RESOURCES},
         kinds={stage.kind},

@@ -1,4 +1,5 @@
-"""The view assets: the Iceberg table of curated documents and the Lance documents view.
+"""The view assets: the Iceberg table of curated documents, the Lance documents view and the Lance media views
+(images with thumbnails, audio).
 
 Each commits shared state, so each is in a pool of its own (``iceberg``, ``lance``: give them a limit of 1
 in the instance's concurrency config); on a local root the sync also holds a file lock (datasets/views.py).
@@ -14,6 +15,8 @@ from dagster import (
     asset,
 )
 
+from fm_assets.datasets.media_views import SHARD_STAGE as MEDIA_SHARD_STAGE
+from fm_assets.datasets.media_views import media_lance_uris, write_media_lance
 from fm_assets.datasets.views import (
     CURATED_TABLE,
     ICEBERG_LOCK,
@@ -86,3 +89,30 @@ def documents_lance(context: AssetExecutionContext) -> MaterializeResult:
 
 
 VIEW_ASSETS = [curated_documents, documents_lance]
+
+
+@asset(
+    group_name="release",
+    deps=[MEDIA_SHARD_STAGE],
+    required_resource_keys={"store", "lance"},
+    code_version="media-lance-v1",
+    pool=LANCE_LOCK,
+    description="Lance datasets images (with thumbnails) and audio: one row per sample in the media shards.",
+)
+def media_lance(context: AssetExecutionContext) -> MaterializeResult:
+    store = context.resources.store.store()
+    lance_resource = context.resources.lance
+    uris = media_lance_uris(lance_resource.documents())
+    result = write_media_lance(store, uris, lance_resource.storage_options() or None)
+    return MaterializeResult(
+        data_version=DataVersion(result["inputs_version"]),
+        metadata={
+            "images_uri": MetadataValue.path(uris["image"]),
+            "audio_uri": MetadataValue.path(uris["audio"]),
+            "images": result["image"]["rows"],
+            "audio": result["audio"]["rows"],
+        },
+    )
+
+
+VIEW_ASSETS = [*VIEW_ASSETS, media_lance]

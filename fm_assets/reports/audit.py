@@ -1,7 +1,7 @@
 """The legal / compliance audit report, built from the stored asset-check outcomes and stage accounting.
 
 Answers: what went into a dataset version (batches, sources, licences, namespaces), where each licence
-ended up (documents and tokens), and the evidence that PII was flagged, eval leakage removed and no
+ended up (documents and tokens; media samples), and the evidence that PII was flagged, eval leakage removed and no
 record was lost (every check's outcome per batch and stage).
 """
 
@@ -17,7 +17,7 @@ from fm_assets.engine.records import StageSuccess
 from fm_assets.engine.refs import read_ref, read_success_at
 from fm_assets.engine.store import ObjectStore
 from fm_assets.reports.verify import verify_root
-from fm_assets.stages.names import STAGE_NAMES
+from fm_assets.stages.names import ALL_STAGE_NAMES
 
 
 def _stage_checks(
@@ -27,6 +27,25 @@ def _stage_checks(
     if ref is None:
         return None, {}
     return read_success_at(store, ref.prefix), read_check_outcomes(store, ref.prefix)
+
+
+MEDIA_CHECKS = (
+    ("media_validate", "decode_failure_rate", "decode_failure_rate"),
+    ("media_dedup", "duplicate_rate", "duplicate_rate"),
+    ("media_near_dedup", "duplicate_rate", "duplicate_rate"),
+    ("media_shard", "bucket_balance", "largest_bucket_share"),
+)
+
+
+def media_check_summary(stages: dict[str, Any]) -> dict[str, Any]:
+    """The media checks of one batch: ``<stage>.<check>`` -> passed and the measured value."""
+    summary = {}
+    for stage, check, value in MEDIA_CHECKS:
+        outcome = stages.get(stage, {}).get("checks", {}).get(check)
+        if outcome is None or (check == "bucket_balance" and not outcome["metadata"].get("images")):
+            continue  # no images, no buckets to balance
+        summary[f"{stage}.{check}"] = {"passed": outcome["passed"], value: outcome["metadata"].get(value)}
+    return summary
 
 
 def build_audit(store: ObjectStore, dataset: str | None = None) -> dict[str, Any]:
@@ -45,7 +64,9 @@ def build_audit(store: ObjectStore, dataset: str | None = None) -> dict[str, Any
     for batch in batches:
         manifest = read_batch_manifest(store, batch)
         stages = {}
-        for stage in STAGE_NAMES:
+        for (
+            stage
+        ) in ALL_STAGE_NAMES:  # both chains: the media checks (decode failures, duplicates, buckets) too
             success, checks = _stage_checks(store, stage, batch)
             if success is None:
                 continue
@@ -83,6 +104,9 @@ def build_audit(store: ObjectStore, dataset: str | None = None) -> dict[str, Any
                 "eval_contamination_removed": decontam.get("rejects_by_reason", {}).get(
                     "eval_contamination", 0
                 ),
+                "media_samples_landed": stages.get("media_land", {}).get("records_out", 0),
+                "media_samples_in_shards": stages.get("media_shard", {}).get("records_out", 0),
+                "media_checks": media_check_summary(stages),
                 "stages": stages,
             }
         )

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 from fm_assets.engine.landing import list_complete_batches
 from fm_assets.engine.refs import read_ref, read_success_at
 from fm_assets.engine.store import ObjectStore
-from fm_assets.stages.names import STAGE_NAMES
+from fm_assets.stages.names import MEDIA_STAGE_NAMES, STAGE_NAMES
 
 log = logging.getLogger(__name__)
 
@@ -54,10 +54,22 @@ def stage_report(store: ObjectStore, batch: str, stage: str) -> dict[str, Any] |
     }
 
 
+def stages_of(store: ObjectStore, batch: str) -> list[str]:
+    """The text chain, then the media chain when the batch delivered any media (its media_land read something)."""
+    ref = read_ref(store, MEDIA_STAGE_NAMES[0], batch)
+    if ref is None:
+        return list(STAGE_NAMES)
+    try:
+        has_media = read_success_at(store, ref.prefix).counts.records_in > 0
+    except (OSError, ValueError):
+        has_media = True  # stage_report names the damage
+    return [*STAGE_NAMES, *MEDIA_STAGE_NAMES] if has_media else list(STAGE_NAMES)
+
+
 def build_report(store: ObjectStore, batches: list[str] | None = None) -> list[dict[str, Any]]:
     rows = []
     for batch in batches or list_complete_batches(store):
-        for stage in STAGE_NAMES:
+        for stage in stages_of(store, batch):
             row = stage_report(store, batch, stage)
             if row is not None:
                 rows.append(row)
@@ -66,7 +78,7 @@ def build_report(store: ObjectStore, batches: list[str] | None = None) -> list[d
 
 def iter_rejects(store: ObjectStore, batch: str, stage: str | None = None) -> Iterator[dict[str, Any]]:
     """Every rejected record of ``batch`` (optionally one stage) with stage, reason and details."""
-    for name in [stage] if stage else STAGE_NAMES:
+    for name in [stage] if stage else stages_of(store, batch):
         ref = read_ref(store, name, batch)
         if ref is None:
             continue

@@ -9,6 +9,7 @@ against the manifest, and every sample's bytes, all members and tar headers, aga
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -20,7 +21,8 @@ from fm_assets.engine.integrity import HASH_THREADS, Damage, check_output, repai
 from fm_assets.engine.landing import list_complete_batches, read_batch_manifest
 from fm_assets.engine.refs import batches_with_ref, read_ref, read_success_at
 from fm_assets.engine.store import ObjectStore
-from fm_assets.stages.names import STAGE_NAMES
+from fm_assets.stages.names import ALL_STAGE_NAMES
+from fm_loader.media.manifest import MANIFEST_KIND as MEDIA_MANIFEST_KIND
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +71,7 @@ def _stage_finding(d: Damage) -> Finding:
 def verify_stage_outputs(
     store: ObjectStore, report: VerifyReport, batches: set[str] | None, quick: bool, tick: Callable[[], None]
 ) -> None:
-    for stage in STAGE_NAMES:
+    for stage in ALL_STAGE_NAMES:
         for batch in batches_with_ref(store, stage):
             if batches is not None and batch not in batches:
                 continue
@@ -151,7 +153,11 @@ def verify_releases(store: ObjectStore, report: VerifyReport, dataset: str | Non
             continue
         version = store.read_json(latest)["version"]
         folder = layout.dataset_dir(name, version)
-        manifest = DatasetManifest.from_json(store.read_bytes(layout.dataset_manifest(name, version)))
+        body = store.read_bytes(layout.dataset_manifest(name, version))
+        if json.loads(body).get("kind") == MEDIA_MANIFEST_KIND:
+            batches.update(_verify_media_release(store, report, name, version, body, quick))
+            continue
+        manifest = DatasetManifest.from_json(body)
         report.releases_checked += 1
         batches.update(manifest.extra.get("batches", []))
         if quick:
@@ -173,9 +179,33 @@ def verify_releases(store: ObjectStore, report: VerifyReport, dataset: str | Non
     return batches
 
 
-def _release_finding(rel: str, problem: str) -> Finding:
+def _release_finding(rel: str, problem: str, stage: str = "shard") -> Finding:
     where = layout.stage_output_of(rel)
-    return Finding("release", rel, problem, repair_command("shard", where[1]) if where else "fm run")
+    return Finding("release", rel, problem, repair_command(stage, where[1]) if where else "fm run")
+
+
+def _verify_media_release(
+    store: ObjectStore, report: VerifyReport, name: str, version: str, body: bytes, quick: bool
+) -> list[str]:
+    """A multimodal release: every shard and sample index present (quick) or matching its sha256."""
+    from fm_loader.media.manifest import MediaManifest
+
+    manifest = MediaManifest.from_json(body)
+    folder = layout.dataset_dir(name, version)
+    report.releases_checked += 1
+    for entry in manifest.shards:
+        for path, digest in ((entry.path, entry.sha256), (entry.index_path, entry.index_sha256)):
+            rel = layout.normalize_path(f"{folder}/{path}")
+            if not store.exists(rel):
+                problem = "is missing"
+            elif not quick and store.sha256(rel) != digest:
+                problem = "does not match its sha256 in the manifest"
+            else:
+                continue
+            report.findings.append(
+                _release_finding(rel, f"{problem} (release {name}@{version})", "media_shard")
+            )
+    return list(manifest.extra.get("batches", []))
 
 
 def verify_root(

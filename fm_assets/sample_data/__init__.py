@@ -8,6 +8,9 @@ running Python installation's own standard library (module docstrings and bundle
 The corpora are multilingual and hold real exact and near duplicates (translations, repeated pages);
 they are kept on purpose, the pipeline's dedup stages are meant to find them. Output is a pure
 function of the package contents and arguments: traversal is sorted, caps pick evenly spaced files.
+
+Image-text and audio-text samples (debian-handbook figures, Asterisk prompts) come from ``media.py``
+(``fetch_media_sample_data``), written as key folders that ``fm land`` takes as they are.
 """
 
 from __future__ import annotations

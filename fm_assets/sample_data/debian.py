@@ -25,20 +25,36 @@ log = logging.getLogger(__name__)
 # .deb reading
 
 
+def _member_path(name: str) -> str:
+    name = name.lstrip("./")
+    return "/" + name if not name.startswith("/") else name
+
+
 def _iter_tar(
-    fileobj: io.BufferedIOBase, mode: str, want: Callable[[str], bool]
+    fileobj: io.BufferedIOBase, mode: str, want: Callable[[str], bool], hard_links: bool = False
 ) -> Iterator[tuple[str, bytes]]:
+    # A streamed tar cannot seek back to a hard link's target, so with ``hard_links`` the wanted files'
+    # bytes are kept by path and a link to one of them yields those bytes again under the link's path.
+    seen: dict[str, bytes] = {}
     with tarfile.open(fileobj=fileobj, mode=mode) as tar:
         for member in tar:
-            name = member.name.lstrip("./")
-            name = "/" + name if not name.startswith("/") else name
-            if member.isfile() and want(name):
+            name = _member_path(member.name)
+            if hard_links and member.islnk() and want(name):
+                target = seen.get(_member_path(member.linkname))
+                if target is not None:
+                    yield name, target
+            elif member.isfile() and want(name):
                 handle = tar.extractfile(member)
                 if handle is not None:
-                    yield name, handle.read()
+                    data = handle.read()
+                    if hard_links:
+                        seen[name] = data
+                    yield name, data
 
 
-def _iter_deb_python(deb: Path, want: Callable[[str], bool]) -> Iterator[tuple[str, bytes]]:
+def _iter_deb_python(
+    deb: Path, want: Callable[[str], bool], hard_links: bool = False
+) -> Iterator[tuple[str, bytes]]:
     """Read a .deb (an ``ar`` archive) without dpkg: find data.tar.* and stream it."""
     with deb.open("rb") as fh:
         if fh.read(8) != b"!<arch>\n":
@@ -52,27 +68,32 @@ def _iter_deb_python(deb: Path, want: Callable[[str], bool]) -> Iterator[tuple[s
                     import zstandard
 
                     stream = zstandard.ZstdDecompressor().stream_reader(payload)
-                    yield from _iter_tar(stream, "r|", want)
+                    yield from _iter_tar(stream, "r|", want, hard_links)
                 else:
-                    yield from _iter_tar(payload, "r|*", want)
+                    yield from _iter_tar(payload, "r|*", want, hard_links)
                 return
             fh.seek(size + (size % 2), os.SEEK_CUR)
     raise ValueError(f"{deb} has no data.tar member")
 
 
-def iter_deb_files(deb: Path, want: Callable[[str], bool]) -> Iterator[tuple[str, bytes]]:
-    """Yield (absolute path inside the package, bytes) for wanted regular files of a .deb."""
+def iter_deb_files(
+    deb: Path, want: Callable[[str], bool], *, hard_links: bool = False
+) -> Iterator[tuple[str, bytes]]:
+    """Yield (absolute path inside the package, bytes) for wanted regular files of a .deb.
+
+    ``hard_links``: also yield wanted hard links (packages such as debian-handbook link identical
+    images across languages) with their target's bytes, when the target was wanted too."""
     if shutil.which("dpkg-deb"):
         proc = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(deb)], stdout=subprocess.PIPE)
         assert proc.stdout is not None
         try:
-            yield from _iter_tar(proc.stdout, "r|", want)
+            yield from _iter_tar(proc.stdout, "r|", want, hard_links)
         finally:
             proc.stdout.close()
             if proc.wait() != 0:
                 raise RuntimeError(f"dpkg-deb --fsys-tarfile {deb} failed with {proc.returncode}")
     else:
-        yield from _iter_deb_python(deb, want)
+        yield from _iter_deb_python(deb, want, hard_links)
 
 
 def _apt_download(packages: Iterable[str], workdir: Path) -> dict[str, Path]:
@@ -104,7 +125,7 @@ _LANG_DIR = re.compile(r"^/usr/share/(?:help|doc/debian-handbook/html)/([^/]+)/"
 _PY_SKIP = re.compile(r"/(_static|_sources|_images|_downloads)/|/(genindex[^/]*|search|py-modindex)\.html$")
 
 
-def _lang_from_path(path: str) -> str:
+def lang_from_path(path: str) -> str:
     match = _LANG_DIR.match(path)
     if not match:
         return "en"
@@ -122,7 +143,7 @@ def _wanted(path: str) -> bool:
     return path.endswith("/copyright") and path.startswith("/usr/share/doc/")
 
 
-def _license_from_copyright(text: str) -> str:
+def license_from_copyright(text: str) -> str:
     for stanza in text.split("\n\n"):
         if re.search(r"(?m)^Files:\s*\*\s*$", stanza):
             match = re.search(r"(?m)^License:\s*(\S.*)$", stanza)
@@ -150,7 +171,7 @@ def documents_from_deb(deb: Path, package: str, max_docs: int | None = None) -> 
                 license_text = data.decode("utf-8", "replace")
         else:
             files[path] = data
-    license_id = KNOWN_LICENSES.get(package) or _license_from_copyright(license_text)
+    license_id = KNOWN_LICENSES.get(package) or license_from_copyright(license_text)
     for path in evenly_spaced(sorted(files), max_docs):
         data = files[path]
         try:
@@ -159,4 +180,4 @@ def documents_from_deb(deb: Path, package: str, max_docs: int | None = None) -> 
             log.warning("skipping unparsable %s:%s (%s)", package, path, exc)
             continue
         if text:
-            yield Document(text, f"deb://{package}{path}", title, _lang_from_path(path), package, license_id)
+            yield Document(text, f"deb://{package}{path}", title, lang_from_path(path), package, license_id)

@@ -5,6 +5,10 @@ every ``land_part_bytes`` of text, which sets the unit size of every later stage
 ``cas/<h[:2]>/<h>`` (write-once); a file whose bytes are already there (from this or an earlier batch) is
 recorded as an exact duplicate at ingest, after re-verifying the stored copy (a damaged one is replaced).
 Unparseable input (invalid UTF-8, truncated archives, malformed JSON, ...) is quarantined here.
+
+Files the media chain reads (images, audio, their caption/transcript companions, tars, ``*.media.jsonl``:
+``transforms.readers.media_samples.media_claims``) are not documents: land counts them (``media_files``) and
+lists them with what they are in its unit markers, and ``media_land`` takes them into the CAS.
 """
 
 from __future__ import annotations
@@ -18,14 +22,16 @@ from fm_assets.engine.hashing import sha256_file
 from fm_assets.engine.landing import BatchManifest, read_batch_manifest
 from fm_assets.engine.schemas import make_doc_id
 from fm_assets.engine.stage import SideInputs, Stage, StageContext, UnitContext, UnitResult, WorkUnit
+from fm_assets.engine.store import ObjectStore
 from fm_assets.transforms.readers import RawReject, iter_raw_records
+from fm_assets.transforms.readers.media_samples import media_claims
 
 log = logging.getLogger(__name__)
 
 
 class LandStage(Stage):
     name = "land"
-    code_version = "land-v2"
+    code_version = "land-v3"
     upstream = None
     description = "Raw files -> content-addressed store -> parsed document records (bad input quarantined)."
 
@@ -64,19 +70,32 @@ class LandStage(Stage):
             units.append(WorkUnit(f"g{len(units):05d}", tuple(group)))
         return units
 
+    def prepare(self, ctx: StageContext, units: list[WorkUnit], output_prefix: str) -> dict[str, str]:
+        """The batch's media files (path -> what they are): a caption's media file may sit in another unit."""
+        manifest: BatchManifest = ctx.side.data
+        return media_claims(entry["path"] for entry in manifest.files)
+
     def process(self, unit: UnitContext) -> UnitResult:
         by_path = {entry["path"]: entry for entry in unit.partition.side.data.files}
+        claims: dict[str, str] = unit.prepared or {}
         records_in = 0
-        extra = {"bytes_in": 0, "files": 0, "cas_duplicate_files": 0, "cas_repaired_files": 0}
+        extra: dict[str, Any] = {"bytes_in": 0, "files": 0, "cas_duplicate_files": 0, "cas_repaired_files": 0}
+        media: list[dict[str, str]] = []
         for raw_rel in unit.unit.inputs:
             entry = by_path[layout.landed_rel_in_batch(raw_rel)]
+            if entry["path"] in claims:  # read by media_land, not a document
+                media.append({"path": entry["path"], "as": claims[entry["path"]]})
+                continue
             records_in += self._land_file(unit, raw_rel, entry, extra)
             extra["bytes_in"] += entry["bytes"]
             extra["files"] += 1
+        extra["media_files"] = len(media)
+        if media:
+            extra["media_claimed"] = media
         return UnitResult(records_in=records_in, extra=extra)
 
     def _land_file(
-        self, unit: UnitContext, raw_rel: str, entry: dict[str, Any], extra: dict[str, int]
+        self, unit: UnitContext, raw_rel: str, entry: dict[str, Any], extra: dict[str, Any]
     ) -> int:
         """Copy one landed file into the CAS and parse it; returns its records in."""
         ctx = unit.partition
@@ -94,7 +113,9 @@ class LandStage(Stage):
                     text="",
                 )
                 return 1
-            self._put_in_cas(ctx, local, sha, extra)
+            stored = put_in_cas(ctx.store, local, sha, ctx.batch)
+            if stored != "stored":
+                extra[f"cas_{stored}_files"] += 1
             records_in = 0
             for item in iter_raw_records(local):
                 records_in += 1
@@ -127,18 +148,21 @@ class LandStage(Stage):
                 )
         return records_in
 
-    @staticmethod
-    def _put_in_cas(ctx: StageContext, local: Path, sha: str, extra: dict[str, int]) -> None:
-        """Write-once by content; an object already there is re-verified, and replaced if it was damaged."""
-        rel = layout.cas_object(sha)
-        if ctx.store.exists(rel):
-            with ctx.store.local_copy(rel) as existing:
-                if sha256_file(existing) == sha:
-                    extra["cas_duplicate_files"] += 1
-                    return
-            log.warning("CAS object %s was damaged; restored from batch %s", rel, ctx.batch)
-            extra["cas_repaired_files"] += 1
-        ctx.store.put_file(local, rel)
+
+def put_in_cas(store: ObjectStore, local: Path, sha: str, batch: str) -> str:
+    """Write-once by content; an object already there is re-verified, and replaced if it was damaged.
+
+    Returns what happened: ``stored``, ``duplicate`` (already there and intact) or ``repaired``."""
+    rel = layout.cas_object(sha)
+    outcome = "stored"
+    if store.exists(rel):
+        with store.local_copy(rel) as existing:
+            if sha256_file(existing) == sha:
+                return "duplicate"
+        log.warning("CAS object %s was damaged; restored from batch %s", rel, batch)
+        outcome = "repaired"
+    store.put_file(local, rel)
+    return outcome
 
 
 STAGE = LandStage()

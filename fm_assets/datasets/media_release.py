@@ -1,0 +1,139 @@
+"""Assembles the multimodal dataset versions (image-text, audio-text) from every batch's media shards.
+
+Beside the text release: ``datasets/<name>-image-text[-<namespace>]/<version>/manifest.json`` (a
+``fm_loader.media`` ``MediaManifest`` that references the partitions' shards by relative path, no copies)
+plus ``card.json`` and ``LATEST.json``. Namespaces are walls: each namespace gets its own datasets and
+``quarantine`` batches are held back until promoted. A batch is released only when its whole media chain is
+current (no failed stage, no failed blocking check, every stage built from its upstream's current output);
+otherwise it is held back with the reason, as for text. The version hashes the partitions' data versions.
+"""
+
+from __future__ import annotations
+
+import itertools
+import posixpath
+from dataclasses import replace
+from typing import Any
+
+from fm_assets.engine import layout
+from fm_assets.engine.checks import read_check_outcomes, stage_checks
+from fm_assets.engine.hashing import stable_hash
+from fm_assets.engine.landing import list_complete_batches, read_batch_manifest
+from fm_assets.engine.refs import read_failure, read_ref, read_success
+from fm_assets.engine.store import ObjectStore
+from fm_assets.stages.names import MEDIA_STAGE_NAMES
+from fm_assets.stages.registry import MEDIA_STAGES
+from fm_loader.media.manifest import MediaManifest
+
+SHARD_STAGE = "media_shard"
+MODALITIES = {"image": "image-text", "audio": "audio-text"}
+UNRELEASED_NAMESPACES = ("quarantine",)
+
+
+def media_dataset_name(name: str, modality: str, namespace: str) -> str:
+    suffix = "" if namespace == "cloud" else f"-{namespace}"
+    return f"{name}-{MODALITIES[modality]}{suffix}"
+
+
+def media_held_back_reason(store: ObjectStore, batch: str) -> str | None:
+    """Why ``batch``'s media cannot be released now (None: its media shards are current)."""
+    current: dict[str, str] = {}
+    for stage in MEDIA_STAGES:
+        failure = read_failure(store, stage.name, batch)
+        if failure is not None:
+            return f"its last {stage.name} run failed ({failure}); fix it and `fm run {batch}`"
+        ref = read_ref(store, stage.name, batch)
+        if ref is None:
+            return f"{stage.name} has no output yet (run `fm run {batch}`)"
+        current[stage.name] = ref.data_version
+        outcomes = read_check_outcomes(store, ref.prefix)
+        for check in stage_checks(stage):
+            outcome = outcomes.get(check.name)
+            if check.blocking and not check.warn_only and outcome is not None and not outcome.passed:
+                return f"{stage.name}'s check {check.name} failed on its current output (`fm report {batch}`)"
+    for upstream, stage in itertools.pairwise(MEDIA_STAGE_NAMES):
+        if read_success(store, stage, batch).inputs.get(upstream) != current[upstream]:
+            return f"{stage}'s output was built from an older {upstream} output (`fm run {batch}`)"
+    namespace = read_batch_manifest(store, batch).namespace
+    if namespace in UNRELEASED_NAMESPACES:
+        return f"namespace {namespace} is released only after a recorded promotion"
+    return None
+
+
+def assemble_media_release(store: ObjectStore, name: str) -> dict[str, Any]:
+    """Write one version per (modality, namespace) that has samples; returns what was released."""
+    held_back: list[dict[str, str]] = []
+    current: list[str] = []
+    for batch in list_complete_batches(store):
+        reason = media_held_back_reason(store, batch)
+        if reason is None:
+            current.append(batch)
+        else:
+            held_back.append({"batch": batch, "reason": reason})
+    groups: dict[tuple[str, str], list[tuple[str, Any, MediaManifest]]] = {}
+    for batch in current:
+        success = read_success(store, SHARD_STAGE, batch)
+        namespace = read_batch_manifest(store, batch).namespace
+        for modality, rel in sorted(success.artifacts.get("manifests", {}).items()):
+            manifest = MediaManifest.from_json(store.read_bytes(rel))
+            groups.setdefault((modality, namespace), []).append((batch, success, manifest))
+    released = []
+    for (modality, namespace), parts in sorted(groups.items()):
+        dataset = media_dataset_name(name, modality, namespace)
+        released.append(_write_version(store, dataset, modality, namespace, parts, held_back))
+    return {"released": released, "held_back": held_back}
+
+
+def _write_version(
+    store: ObjectStore,
+    dataset: str,
+    modality: str,
+    namespace: str,
+    parts: list[tuple[str, Any, MediaManifest]],
+    held_back: list[dict[str, str]],
+) -> dict[str, Any]:
+    version = stable_hash([(batch, success.data_version) for batch, success, _ in parts])
+    folder = layout.dataset_dir(dataset, version)
+    shards = []
+    for _, success, manifest in parts:
+        relative = posixpath.relpath(success.prefix, folder)
+        shards += [
+            replace(entry, path=f"{relative}/{entry.path}", index_path=f"{relative}/{entry.index_path}")
+            for entry in manifest.shards
+        ]
+    tokenizers = {m.tokenizer_hash for _, _, m in parts}
+    first = parts[0][2]
+    release = replace(
+        first,
+        name=dataset,
+        version=version,
+        shards=shards,
+        namespace=namespace,
+        tokenizer_hash=first.tokenizer_hash if len(tokenizers) == 1 else "",
+        extra={"batches": [batch for batch, _, _ in parts], "held_back": held_back},
+    )
+    store.write_bytes(layout.dataset_manifest(dataset, version), release.to_json().encode())
+    card = {
+        "name": dataset,
+        "version": version,
+        "modality": MODALITIES[modality],
+        "namespace": namespace,
+        "samples": release.samples,
+        "batches": [
+            {"batch": batch, "shard_data_version": success.data_version, "samples": manifest.samples}
+            for batch, success, manifest in parts
+        ],
+        "sources": [
+            {
+                k: getattr(read_batch_manifest(store, batch), k)
+                for k in ("batch", "source", "license", "namespace")
+            }
+            for batch, _, _ in parts
+        ],
+        "tokenizer_sha256": release.tokenizer_hash,
+        "code_version": release.code_version,
+        "held_back": held_back,
+    }
+    store.write_json(layout.dataset_card(dataset, version), card)
+    store.write_json(layout.dataset_latest(dataset), {"version": version})
+    return {"dataset": dataset, "version": version, "folder": folder, "samples": release.samples}

@@ -1,0 +1,181 @@
+"""The Lance media views: ``images`` (with a JPEG thumbnail per image) and ``audio``, one row per released sample.
+
+Rows come from every batch's ``media_shard`` output (the sample's shard and position, shape, caption and its
+token count, licence, namespace, raw and normalized hashes) plus the batch's source; each image's thumbnail
+is made from its normalized bytes, read from the ``media_normalize`` output the shards were built from. Like ``documents_lance``, a dataset is rewritten as a
+new Lance version only when its inputs (the ``media_shard`` data versions) changed, the inputs' hash sits in
+the schema metadata, and the write holds the ``lance`` lock. Rows stream batch by batch (bounded memory).
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from PIL import Image
+
+from fm_assets.datasets.views import LANCE_INPUTS_KEY, LANCE_LOCK, stage_versions
+from fm_assets.engine.hashing import stable_hash
+from fm_assets.engine.landing import read_batch_manifest
+from fm_assets.engine.locks import store_lock
+from fm_assets.engine.refs import read_success
+from fm_assets.engine.store import ObjectStore
+from fm_assets.transforms.image.resize import thumbnail
+from fm_loader.media.buckets import DEFAULT_BUCKETS
+
+SHARD_STAGE = "media_shard"
+NORMALIZE_STAGE = "media_normalize"
+THUMBNAIL_SIDE = 128
+ROWS_PER_WRITE = 256
+
+_COMMON = [
+    pa.field("doc_id", pa.string()),
+    pa.field("batch", pa.string()),
+    pa.field("source", pa.string()),
+    pa.field("license", pa.string()),
+    pa.field("namespace", pa.string()),
+    pa.field("shard", pa.string()),
+    pa.field("sample_in_shard", pa.int32()),
+    pa.field("media_sha256", pa.string()),
+    pa.field("norm_sha256", pa.string()),
+    pa.field("caption_tokens", pa.int32()),
+]
+IMAGES_SCHEMA = pa.schema(
+    [
+        *_COMMON,
+        pa.field("caption", pa.large_string()),
+        pa.field("width", pa.int32()),
+        pa.field("height", pa.int32()),
+        pa.field("bucket", pa.int32()),  # fm_loader.media's default aspect-ratio bucket
+        pa.field("thumbnail", pa.binary()),  # JPEG, longest side THUMBNAIL_SIDE
+    ]
+)
+AUDIO_SCHEMA = pa.schema(
+    [
+        *_COMMON,
+        pa.field("transcript", pa.large_string()),
+        pa.field("sample_rate", pa.int32()),
+        pa.field("duration_s", pa.float64()),
+    ]
+)
+SCHEMAS = {"image": IMAGES_SCHEMA, "audio": AUDIO_SCHEMA}
+
+
+def media_lance_uris(documents_uri: str) -> dict[str, str]:
+    """The images and audio datasets beside the documents dataset."""
+    folder = documents_uri.rsplit("/", 1)[0]
+    return {"image": f"{folder}/images.lance", "audio": f"{folder}/audio.lance"}
+
+
+def _view_row(modality: str, row: dict[str, Any], source: str, media: bytes | None) -> dict[str, Any]:
+    common = {field.name: row.get(field.name) for field in _COMMON if field.name != "source"}
+    common["source"] = source
+    if modality == "audio":
+        return {
+            **common,
+            "transcript": row["text"],
+            "sample_rate": row["sample_rate"],
+            "duration_s": row["duration_s"],
+        }
+    assert media is not None
+    with Image.open(io.BytesIO(media)) as image:
+        thumb = thumbnail(image.convert("RGB"), THUMBNAIL_SIDE)
+    return {
+        **common,
+        "caption": row["text"],
+        "width": row["width"],
+        "height": row["height"],
+        "bucket": DEFAULT_BUCKETS.bucket_of(row["width"], row["height"]),
+        "thumbnail": thumb,
+    }
+
+
+def _iter_rows(
+    store: ObjectStore, parts: list[str], columns: list[str] | None = None
+) -> Iterator[dict[str, Any]]:
+    for part in parts:
+        with store.open(part) as handle:
+            for record_batch in pq.ParquetFile(handle).iter_batches(
+                batch_size=ROWS_PER_WRITE, columns=columns
+            ):
+                yield from record_batch.to_pylist()
+
+
+def iter_view_batches(store: ObjectStore, modality: str, batches: list[str]) -> Iterator[pa.RecordBatch]:
+    """The view's rows, batch by batch; images read their bytes from ``media_normalize``'s output, the
+    stage ``media_shard`` was built from (same samples, same order)."""
+    schema = SCHEMAS[modality]
+    for batch in batches:
+        source = read_batch_manifest(store, batch).source
+        shard = read_success(store, SHARD_STAGE, batch)
+        normalized = read_success(store, NORMALIZE_STAGE, batch)
+        if shard.inputs.get(NORMALIZE_STAGE) != normalized.data_version:
+            raise RuntimeError(
+                f"{SHARD_STAGE}[{batch}] was not built from the current {NORMALIZE_STAGE} output; fm run {batch}"
+            )
+        media = (
+            (r["doc_id"], r["norm_data"])
+            for r in _iter_rows(store, list(normalized.parts), ["doc_id", "modality", "norm_data"])
+            if r["modality"] == modality
+        )
+        rows: list[dict[str, Any]] = []
+        for row in _iter_rows(store, list(shard.parts)):
+            if row["modality"] != modality:
+                continue
+            doc_id, data = next(media) if modality == "image" else (row["doc_id"], None)
+            if doc_id != row["doc_id"]:
+                raise RuntimeError(f"{batch}: {SHARD_STAGE} and {NORMALIZE_STAGE} disagree on sample order")
+            rows.append(_view_row(modality, row, source, data))
+            if len(rows) == ROWS_PER_WRITE:
+                yield pa.RecordBatch.from_pylist(rows, schema=schema)
+                rows = []
+        if rows:
+            yield pa.RecordBatch.from_pylist(rows, schema=schema)
+
+
+def write_media_lance(
+    store: ObjectStore, uris: dict[str, str], storage_options: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """Rewrite the images and audio datasets unless their inputs are unchanged; returns what each holds."""
+    import lance  # imported here, as in views.py: lance warns when a process that imported it forks
+
+    versions = stage_versions(store, SHARD_STAGE)
+    batches = sorted(versions)
+    inputs_version = stable_hash([(batch, versions[batch]) for batch in batches])
+    result: dict[str, Any] = {"inputs_version": inputs_version}
+    with store_lock(store, LANCE_LOCK):
+        for modality, uri in sorted(uris.items()):
+            try:
+                existing = lance.dataset(uri, storage_options=storage_options)
+            except (ValueError, FileNotFoundError, OSError):
+                existing = None
+            if (
+                existing is not None
+                and (existing.schema.metadata or {}).get(LANCE_INPUTS_KEY) == inputs_version.encode()
+            ):
+                result[modality] = {
+                    "version": existing.version,
+                    "rows": existing.count_rows(),
+                    "written": False,
+                }
+                continue
+            schema = SCHEMAS[modality].with_metadata({LANCE_INPUTS_KEY: inputs_version.encode()})
+            reader = pa.RecordBatchReader.from_batches(
+                schema,
+                (
+                    b.replace_schema_metadata(schema.metadata)
+                    for b in iter_view_batches(store, modality, batches)
+                ),
+            )
+            dataset = lance.write_dataset(
+                reader, uri, schema=schema, mode="overwrite", storage_options=storage_options
+            )
+            logging.getLogger(__name__).info(
+                "Lance %s: version %d, %d rows", uri, dataset.version, dataset.count_rows()
+            )
+            result[modality] = {"version": dataset.version, "rows": dataset.count_rows(), "written": True}
+    return result

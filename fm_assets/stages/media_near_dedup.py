@@ -1,0 +1,142 @@
+"""media_near_dedup: near-duplicate images by pHash, against this batch and every earlier batch.
+
+Each batch leaves ``phash_index.parquet`` (the images it kept: id, pHash, pixel count); a later batch joins
+its images' band keys with its own and every earlier index (``transforms.dedup.image_near_dup``: on Spark,
+in-process below ``local_max_nodes``, the same pairs either way), confirms pairs by Hamming distance,
+clusters them and keeps the survivor (earlier batch first, then more pixels, then smallest id). Each removed
+image is a ``near_duplicate`` reject naming its cluster, survivor (and its batch) and distance. Audio passes
+through. Earlier indexes' data versions are in the key; until every earlier landed batch has output the stage
+raises ``EarlierBatchPending``. ``FM_NEAR_DEDUP=0`` turns it into a pass-through, as for text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from fm_assets.engine import layout
+from fm_assets.engine.kinds.removal import RemovalDecision
+from fm_assets.engine.kinds.spark_removal import SparkRemovalStage
+from fm_assets.engine.records import PriorOutput, UnitMarker
+from fm_assets.engine.refs import earlier_outputs
+from fm_assets.engine.stage import SideInputs, StageContext
+from fm_assets.stages.media_dedup import DUPLICATE_RATE_CHECK
+from fm_assets.transforms.dedup.image_near_dup import (
+    NODES_SCHEMA,
+    REASON,
+    ImageNearDupConfig,
+    candidate_pairs_local,
+    candidate_pairs_spark,
+    near_duplicate_removals,
+    nodes_table,
+)
+from fm_assets.transforms.readers.media_types import IMAGE, MEDIA_SCHEMA
+
+PHASH_INDEX = "phash_index.parquet"
+NEAR_DUP = ImageNearDupConfig()
+
+
+class MediaNearDedupStage(SparkRemovalStage):
+    name = "media_near_dedup"
+    code_version = "media-near-dedup-v2"
+    upstream = "media_dedup"
+    description = (
+        "Near-duplicate images by pHash banded join (Spark) with a cross-batch index; survivor rule as text."
+    )
+    output_schema = MEDIA_SCHEMA
+    checks = (DUPLICATE_RATE_CHECK,)
+    near_dup: ImageNearDupConfig = NEAR_DUP
+
+    def enabled(self, ctx: StageContext) -> bool:
+        return ctx.settings.near_dedup
+
+    def config(self, ctx: StageContext) -> dict[str, Any]:
+        return {"enabled": self.enabled(ctx), "phash": self.near_dup.fingerprint()}
+
+    def side_inputs(self, ctx: StageContext) -> SideInputs:
+        if not self.enabled(ctx):
+            return SideInputs({}, [])
+        priors = [
+            p for p in earlier_outputs(ctx.store, self.name, ctx.batch) if p.artifacts.get("phash_index")
+        ]
+        return SideInputs({f"media_near_dedup:{p.batch}": p.data_version for p in priors}, priors)
+
+    def _nodes(self, ctx: StageContext, local_parts: list[str]) -> pa.Table:
+        priors: list[PriorOutput] = ctx.side.data
+        tables = []
+        for prior in priors:
+            with ctx.store.open(prior.artifacts["phash_index"]) as handle:
+                index = pq.read_table(handle)
+            tables.append(index.append_column("prior", pa.array([True] * index.num_rows)).cast(NODES_SCHEMA))
+        rows = []
+        for path in local_parts:
+            table = pq.read_table(path, columns=["doc_id", "modality", "phash", "width", "height"])
+            for row in table.to_pylist():
+                if row["modality"] == IMAGE and row["phash"] is not None:
+                    rows.append(
+                        {
+                            "doc_id": row["doc_id"],
+                            "phash": row["phash"],
+                            "quality": int(row["width"]) * int(row["height"]),
+                            "batch": ctx.batch,
+                            "prior": False,
+                        }
+                    )
+        return pa.concat_tables([*tables, nodes_table(rows)])
+
+    def removals(self, ctx: StageContext, local_parts: list[str], output_prefix: str) -> RemovalDecision:
+        nodes = self._nodes(ctx, local_parts)
+        if nodes.num_rows <= self.near_dup.local_max_nodes:
+            engine, pairs = "local", candidate_pairs_local(nodes, self.near_dup)
+        else:
+            engine, pairs = (
+                "spark",
+                candidate_pairs_spark(ctx.resource("spark").session(), nodes, self.near_dup),
+            )
+        removed = {
+            r.doc_id: (
+                REASON,
+                {
+                    "cluster_id": r.cluster_id,
+                    "survivor_id": r.survivor_id,
+                    "survivor_batch": r.survivor_batch,
+                    "survivor_in_earlier_batch": r.survivor_is_prior,
+                    "hamming_distance": r.distance,
+                    "max_distance": self.near_dup.max_distance,
+                },
+            )
+            for r in near_duplicate_removals(nodes, pairs, self.near_dup.max_distance)
+        }
+        prior = nodes["prior"].to_pylist()
+        ids = nodes["doc_id"].to_pylist()
+        mine = nodes.filter(pa.array([not p for p in prior]))
+        kept = nodes.filter(pa.array([not p and i not in removed for p, i in zip(prior, ids, strict=True)]))
+        stats = {
+            "engine": engine,
+            "images": mine.num_rows,
+            "prior_images": nodes.num_rows - mine.num_rows,
+            "pairs": len(pairs),
+        }
+        return RemovalDecision(removed, {"index": kept.drop_columns(["prior"]), "stats": stats})
+
+    def complete(
+        self, ctx: StageContext, prepared: RemovalDecision, output_prefix: str, markers: list[UnitMarker]
+    ) -> dict[str, Any]:
+        index: pa.Table | None = prepared.artifacts.get("index")
+        if index is None:  # disabled, or nothing to read
+            return {"phash_index": None, "stats": {}}
+        rel = layout.in_output(output_prefix, PHASH_INDEX)
+        with ctx.store.staging_dir() as staging:
+            pq.write_table(index, staging / PHASH_INDEX, compression="zstd")
+            ctx.store.put_file(staging / PHASH_INDEX, rel)
+        return {
+            "phash_index": rel,
+            "stats": dict(prepared.artifacts["stats"]),
+            "near_dup": asdict(self.near_dup),
+        }
+
+
+STAGE = MediaNearDedupStage()

@@ -1,0 +1,1 @@
+"""Pure audio transforms: decode and probe, quality rules, resample-and-encode policy."""

@@ -1,0 +1,24 @@
+"""``fm_loader.media``: image-text and audio-text shards (writer and reader) and their loader.
+
+Writing (what the pipeline's media shard stage calls)::
+
+    from fm_loader.media.format import MediaSample, encode_media_shard
+    from fm_loader.media.manifest import MediaManifest, MediaShardEntry
+    enc = encode_media_shard(samples, shard_name="shard-000000")
+    for name, data in enc.files.items(): ...            # write atomically side by side
+    manifest = MediaManifest(name="cc", version="v1", modality="image-text", code_version="...",
+                             shards=[MediaShardEntry.from_info(enc.info)])
+    manifest.save("datasets/cc/v1/manifest.json")
+
+Training::
+
+    loader = MediaLoader("datasets/cc/v1/manifest.json", global_batch_size=256, rank=r, world_size=W)
+    for batch in loader: ...        # image-text: one aspect-ratio bucket per global batch; audio: padded + mask
+    state = loader.state_dict()     # restore under any world size with load_state_dict
+
+Decoding needs the ``media`` extra (Pillow for images, soundfile for audio). Modules: ``format`` (tar +
+sample index), ``manifest``, ``buckets`` (aspect-ratio buckets), ``sources`` (verified indexes, open shards),
+``plan`` (which samples form each global batch), ``decode`` (bytes -> arrays), ``loader``, ``mixture``
+(text and media loaders in one schedule: ``ModalityMixture``), ``verify`` (every byte of a release),
+``errors``.
+"""
