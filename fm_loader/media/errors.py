@@ -1,24 +1,17 @@
-"""Errors of the media loader: refused datasets (namespace, revocation) and corrupt samples.
+"""Errors of the media loader: corrupt samples, and the refusals it shares with the text loader.
 
-``NamespaceError`` and ``RevokedDatasetError`` mirror what the text loader raises for the same refusals; they
-live here until both loaders share one definition.
+``NamespaceError`` and ``RevokedDatasetError`` are :mod:`fm_loader.access`'s: one definition, so a trainer
+catches the same exception whichever loader refused.
 """
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
+from fm_loader.access import NamespaceError, RevokedDatasetError, check_access
 from fm_loader.sources import CorruptRowError
 
-
-class DatasetRefusedError(ValueError):
-    """The trainer may not read this dataset release (see the subclasses)."""
-
-
-class NamespaceError(DatasetRefusedError):
-    """The manifest's namespace is not one the trainer allowed (``allowed_namespaces``)."""
-
-
-class RevokedDatasetError(DatasetRefusedError):
-    """The manifest is marked revoked and the trainer did not pass ``allow_revoked=True``."""
+__all__ = ["CorruptSampleError", "NamespaceError", "RevokedDatasetError", "check_release"]
 
 
 class CorruptSampleError(CorruptRowError):
@@ -40,7 +33,7 @@ class CorruptSampleError(CorruptRowError):
 
 
 def check_release(
-    namespace: str, revoked: object, where: str, allowed_namespaces: tuple[str, ...], allow_revoked: bool
+    namespace: str, revoked: dict | None, where: str, allowed_namespaces: tuple[str, ...], allow_revoked: bool
 ) -> None:
     """Refuse a release outside the trainer's namespaces, or a revoked one unless explicitly allowed.
 
@@ -49,18 +42,11 @@ def check_release(
         revoked: Its ``revoked`` field (``None`` while valid).
         where: Names the release (manifest path or name) in the message.
         allowed_namespaces: Namespaces the trainer may read.
-        allow_revoked: Read a revoked release anyway.
+        allow_revoked: Read a revoked release anyway (a warning is logged).
 
     Raises:
         NamespaceError: ``namespace`` is not allowed.
         RevokedDatasetError: The release is revoked and ``allow_revoked`` is not set.
     """
-    if namespace not in allowed_namespaces:
-        raise NamespaceError(
-            f"{where} belongs to namespace {namespace!r}, which this trainer may not read (allowed_namespaces="
-            f"{tuple(allowed_namespaces)}); namespaces are walls: add it only if this run may train on it"
-        )
-    if revoked is not None and not allow_revoked:
-        raise RevokedDatasetError(
-            f"{where} is revoked ({revoked}); train on its successor, or pass allow_revoked=True to read it anyway"
-        )
+    release = SimpleNamespace(name=where, origin="media manifest", namespace=namespace, revoked=revoked)
+    check_access([release], allowed_namespaces, allow_revoked)
