@@ -125,7 +125,12 @@ class Settings(PipelineSettings, BaseSettings):
         default=None, description="YAML/JSON blocklists (domains, hashes, revocations)"
     )
     eval_registry_file: str | None = Field(
-        default=None, description="JSONL of eval passages for decontamination (default: the bundled set)"
+        default=None, description="JSONL of eval passages, added to the registered benchmarks"
+    )
+    eval_benchmarks: list[str] | None = Field(
+        default=None,
+        description="Registered benchmarks decontaminate guards against (default: every built-in one; "
+        "see fm_assets/side_inputs/benchmarks.py)",
     )
     iceberg_catalog_type: str = Field(
         default="sql", description="pyiceberg catalog type: sql, rest, glue, ..."

@@ -33,7 +33,9 @@ def build_resources(settings: Settings) -> dict[str, Any]:
             train_sample_docs=settings.tokenizer_train_docs,
         ),
         "blocklists": BlocklistsResource(path=settings.blocklist_file),
-        "eval_registry": EvalRegistryResource(path=settings.eval_registry_file),
+        "eval_registry": EvalRegistryResource(
+            path=settings.eval_registry_file, benchmarks=settings.eval_benchmarks
+        ),
         "spark": SparkResource(master=settings.resolved_spark_master, log_level=settings.spark_log_level),
         "iceberg": IcebergCatalogResource(
             root=settings.root,

@@ -68,13 +68,20 @@ def blocklists(blocklists: BlocklistsResource) -> ObserveResult:
 
 @observable_source_asset(
     group_name="side_inputs",
-    description="Eval passages decontaminate guards against; version = n-gram index.",
+    description="Benchmarks decontaminate guards against (HumanEval, lm-eval few-shot sets, bundled and user "
+    "passages), each hashed; version = the n-gram index fingerprint.",
 )
 def eval_registry(eval_registry: EvalRegistryResource) -> ObserveResult:
     index = eval_registry.index()
+    entries = eval_registry.spec()["entries"]
     return ObserveResult(
         data_version=DataVersion(index.fingerprint()),
-        metadata={"source": eval_registry.describe(), "ngrams": len(index), "n": index.n},
+        metadata={
+            "source": eval_registry.describe(),
+            "ngrams": len(index),
+            "n": index.n,
+            "benchmarks": MetadataValue.json(entries),
+        },
     )
 
 
