@@ -53,6 +53,11 @@ class PipelineSettings(BaseModel):
     quarantine_namespace_rejected: bool = Field(
         default=True, description="Quarantine-namespace records never reach shards"
     )
+    pii_policy_file: str | None = Field(
+        default=None,
+        description="Per-namespace PII policy (YAML: redact/drop/keep, NER mode); default "
+        "fm_assets/data/pii_policy.yaml",
+    )
     decontaminate: bool = Field(default=True, description="Drop documents that overlap the eval n-gram index")
     decontam_min_matches: int = Field(
         default=1, description="Matching eval n-grams that make a document contaminated"
