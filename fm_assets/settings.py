@@ -132,6 +132,14 @@ class Settings(PipelineSettings, BaseSettings):
     eval_registry_file: str | None = Field(
         default=None, description="JSONL of eval passages, added to the registered benchmarks"
     )
+    quality_model_file: str | None = Field(
+        default=None,
+        description="A trained quality model (.npz) the quality_model asset registers and pins",
+    )
+    quality_train_dir: str | None = Field(
+        default=None,
+        description="`fm sample-data` folder the quality_model asset trains on when no model file is given",
+    )
     eval_benchmarks: list[str] | None = Field(
         default=None,
         description="Registered benchmarks decontaminate guards against (default: every built-in one; "

@@ -8,9 +8,16 @@ from typing import Any
 from dagster import ConfigurableResource
 from pydantic import Field
 
+from fm_assets.engine.store import ObjectStore
 from fm_assets.side_inputs.benchmarks import DEFAULT_BENCHMARKS
 from fm_assets.side_inputs.blocklists import BlocklistSource
 from fm_assets.side_inputs.eval_registry import EvalRegistry
+from fm_assets.side_inputs.quality_model import (
+    PinnedQualityModel,
+    load_model_file,
+    register_model,
+    train_from_folder,
+)
 from fm_assets.transforms.blocklist.lists import Blocklists
 from fm_assets.transforms.text.decontam import BenchmarkIndex
 
@@ -44,3 +51,20 @@ class EvalRegistryResource(ConfigurableResource):
 
     def spec(self) -> dict[str, Any]:
         return self.registry().spec()
+
+
+class QualityModelResource(ConfigurableResource):
+    """Where the quality_model asset gets its model: a given file, else one trained on a sample-data folder."""
+
+    model_file: str | None = Field(default=None, description="A trained model .npz (FM_QUALITY_MODEL_FILE)")
+    train_dir: str | None = Field(default=None, description="`fm sample-data` folder (FM_QUALITY_TRAIN_DIR)")
+
+    def register(self, store: ObjectStore) -> tuple[PinnedQualityModel, str] | None:
+        """Register and pin the configured model (None when neither a file nor a folder is configured)."""
+        if self.model_file:
+            data = load_model_file(self.model_file).to_bytes()
+            return register_model(store, data, f"file:{self.model_file}"), "registered file"
+        if self.train_dir:
+            model = train_from_folder(self.train_dir)
+            return register_model(store, model.to_bytes(), f"trained:{self.train_dir}"), "trained"
+        return None

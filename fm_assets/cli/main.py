@@ -315,6 +315,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_audit)
 
+    from fm_assets.cli import quality_model
+
+    quality_model.add_parser(sub)
+    sub.choices["quality-model"].set_defaults(
+        func=lambda args, settings: quality_model.run(args, _store(settings), console, out)
+    )
+
     p = sub.add_parser("verify", help="check every committed byte (stage outputs, CAS, landing, releases)")
     p.add_argument("--dataset", help="only this dataset's latest release and the batches it holds")
     p.add_argument("--quick", action="store_true", help="presence and sizes only (no sha256)")

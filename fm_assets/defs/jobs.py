@@ -12,7 +12,7 @@ RELEASE_RUN_TAG_VALUE = "release"
 
 preprocess_job = define_asset_job(
     "preprocess",
-    selection=AssetSelection.groups("preprocess") | AssetSelection.assets("tokenizer"),
+    selection=AssetSelection.groups("preprocess") | AssetSelection.assets("tokenizer", "quality_model"),
     partitions_def=batch_partitions,
     description="Run every preprocessing stage for one landing batch.",
 )
