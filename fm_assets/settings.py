@@ -132,6 +132,10 @@ class Settings(PipelineSettings, BaseSettings):
     eval_registry_file: str | None = Field(
         default=None, description="JSONL of eval passages, added to the registered benchmarks"
     )
+    cost_teams: dict[str, str] = Field(
+        default_factory=dict,
+        description="Cost attribution: source -> owning team, JSON (`fm report --cost --by team`)",
+    )
     quality_model_file: str | None = Field(
         default=None,
         description="A trained quality model (.npz) the quality_model asset registers and pins",

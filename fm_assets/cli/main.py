@@ -14,6 +14,7 @@ from pathlib import Path
 from pydantic import ValidationError
 from rich.table import Table
 
+from fm_assets.cli import cost
 from fm_assets.cli.pipes import pipe_console, reader_left
 from fm_assets.cli.tables import print_summary
 from fm_assets.engine.locks import RootBusyError, batch_run_locks
@@ -167,6 +168,10 @@ def _report_held_back(settings: Settings) -> None:
 def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
     from fm_assets.reports.report import build_report
 
+    if args.cost:
+        from fm_assets.cli.cost import print_cost
+
+        return print_cost(args, _store(settings), settings.cost_teams, out, as_json=args.json)
     if args.json:
         out.print_json(json.dumps(build_report(_store(settings), args.batches or None)))
     else:
@@ -358,6 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("batches", nargs="*")
     p.add_argument("--json", action="store_true")
+    cost.add_arguments(p)
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("rejects", help="rejected records of a batch as JSONL")
