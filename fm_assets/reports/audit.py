@@ -129,13 +129,14 @@ def markdown_batches(audit: dict[str, Any]) -> list[str]:
         rows.append(
             f"| {row['batch']} | {row['source']} | {row['license']} | {row['namespace']} | "
             f"{row.get('effective_namespace') or '-'} | {row['documents_landed']:,} | {row['documents_in_shards']:,} | "
-            f"{sum(1 for c in checks if c['passed'])}/{len(checks)} |"
+            f"{sum(1 for c in checks if c['passed'])}/{len(checks)} | "
+            f"{compliance_sections.release_status(audit, row['batch'])} |"
         )
     header = [
         "## Batches",
         "",
-        "| batch | source | licence | landed as | released as | docs landed | docs in shards | checks passed |",
-        "|---|---|---|---|---|---|---|---|",
+        "| batch | source | licence | landed as | namespace | docs landed | docs in shards | checks passed | release |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     failed = [f"- failed check: {name}" for name in audit["failed_checks"]]
     return [*header, *rows, "", *failed, *([""] if failed else [])]

@@ -182,13 +182,31 @@ def markdown_licences(audit: dict[str, Any]) -> list[str]:
         [[e["license"], e["source"], e["namespace"], e["approver"], e["reason"], e["expires"] or "-"]
          for e in policy["exceptions"]],
     )  # fmt: skip
+    released: dict[str, int] = {}
+    for row in audit["batches"]:
+        if release_status(audit, row["batch"]).startswith("released"):
+            released[row["license"]] = released.get(row["license"], 0) + row["documents_in_shards"]
     lines += ["### Where each licence ended up", ""]
     lines += _table(
-        ["licence", "docs landed", "docs in shards", "tokens in shards"],
-        [[lic, f"{r['documents_landed']:,}", f"{r['documents_in_shards']:,}", f"{r['tokens']:,}"]
-         for lic, r in sorted(audit["licences"].items())],
+        ["licence", "docs landed", "docs in shards", "docs in the newest releases", "tokens in shards"],
+        [[lic, f"{r['documents_landed']:,}", f"{r['documents_in_shards']:,}", f"{released.get(lic, 0):,}",
+          f"{r['tokens']:,}"] for lic, r in sorted(audit["licences"].items())],
     )  # fmt: skip
     return lines
+
+
+def release_status(audit: dict[str, Any], batch: str) -> str:
+    """Where the newest releases put ``batch``: released in one, held back (and why), or never released."""
+    for release in audit["compliance"]["releases"]:
+        if batch in release["batches"]:
+            return f"released in {release['dataset']}"
+        for held in release["held_back"]:
+            if held["batch"] == batch:
+                return f"held back from {release['dataset']}"
+    for row in audit["compliance"]["quarantine"]:
+        if row["batch"] == batch and row["status"] in ("awaiting_review", "rejected"):
+            return f"not released: quarantine {row['status'].replace('_', ' ')}"
+    return "not released"
 
 
 def markdown_revocations(audit: dict[str, Any]) -> list[str]:
