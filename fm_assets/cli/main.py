@@ -389,6 +389,11 @@ def build_parser() -> argparse.ArgumentParser:
     quarantine.add_parser(sub).set_defaults(func=cmd_quarantine)
     revoke.add_parser(sub).set_defaults(func=cmd_revoke)
 
+    from fm_assets.cli import card
+
+    card.add_parser(sub)
+    sub.choices["card"].set_defaults(func=lambda args, settings: card.run(args, _store(settings), console, out))
+
     from fm_assets.cli import quality_model
 
     quality_model.add_parser(sub)

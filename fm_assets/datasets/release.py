@@ -23,6 +23,7 @@ from fm_assets.compliance.namespaces import (
     release_name,
 )
 from fm_assets.compliance.promotions import RELEASE_NAMESPACES, ReviewError
+from fm_assets.datasets.card import write_card
 from fm_assets.engine import layout
 from fm_assets.engine.checks import read_check_outcomes, stage_checks
 from fm_assets.engine.hashing import stable_hash
@@ -256,6 +257,7 @@ def assemble_release(
         "held_back": held_back,
         "licence_policy": {"origin": policy.origin, "sha256": policy.sha256},
     }
+    card = write_card(store, dataset, version, card)  # card.md + plots; returns the card.json content
     store.write_json(layout.dataset_card(dataset, version), card)
     store.write_json(layout.dataset_latest(dataset), {"version": version})
     return {
