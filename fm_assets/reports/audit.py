@@ -17,7 +17,7 @@ from fm_assets.engine.landing import list_complete_batches, read_batch_manifest
 from fm_assets.engine.records import StageSuccess
 from fm_assets.engine.refs import read_ref, read_success_at
 from fm_assets.engine.store import ObjectStore
-from fm_assets.reports import compliance_sections
+from fm_assets.reports import compliance_sections, data_sections
 from fm_assets.reports.verify import verify_root
 from fm_assets.stages.names import STAGE_NAMES
 
@@ -98,6 +98,7 @@ def build_audit(
         "dataset": release,
         "compliance": compliance_sections.build_sections(store, releases_of or dataset or ""),
         "batches": compliance_sections.with_namespaces(store, per_batch),
+        "evidence": data_sections.build_evidence(store, batches),
         "licences": dict(licences),
         "failed_checks": failed_checks,
         "all_checks_passed": not failed_checks and integrity.ok,
@@ -150,6 +151,9 @@ MARKDOWN_SECTIONS: list[Callable[[dict[str, Any]], list[str]]] = [
     compliance_sections.markdown_quarantine,
     compliance_sections.markdown_licences,
     compliance_sections.markdown_revocations,
+    data_sections.markdown_pii,
+    data_sections.markdown_contamination,
+    data_sections.markdown_quality,
 ]
 
 

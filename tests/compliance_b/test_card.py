@@ -70,3 +70,18 @@ def test_release_writes_a_card_people_read(tmp_path, real_sample, tokenizer_file
     assert main(["--root", store.root, "card", release["version"], "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["version"] == release["version"]
     assert main(["--root", store.root, "card", "nosuchversion"]) == 2
+
+    # the legal report carries the same evidence per batch
+    report = tmp_path / "audit.md"
+    assert main(["--root", store.root, "audit", "--format", "md", "--output", str(report)]) == 0
+    markdown = report.read_text()
+    assert "## Personal data: policy decisions" in markdown and "## Quality filtering" in markdown
+    lines = markdown.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("| batch | eval index |"))
+    header, row = lines[at], lines[at + 2]
+    assert row.split(" | ")[header.split(" | ").index("lm_eval:gsm8k")] == "1"
+    capsys.readouterr()
+    assert main(["--root", store.root, "audit", "--format", "json"]) == 0
+    evidence = json.loads(capsys.readouterr().out)["evidence"][batch]
+    assert evidence["pii"]["every_decision_logged"] and evidence["pii"]["decisions_logged"] == flagged
+    assert evidence["contamination"]["removed_by_benchmark"] == {"lm_eval:gsm8k": 1}
