@@ -234,7 +234,30 @@ def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
         console.print(f"[yellow]failed checks: {', '.join(audit['failed_checks'])}[/yellow]")
     for finding in audit["integrity"]["findings"]:
         console.print(f"[red]damaged since its checks ran: {finding['path']} {finding['problem']}[/red]")
+    _print_compliance(audit["compliance"])
     return 0
+
+
+def _print_compliance(compliance: dict) -> None:
+    """One line per release, held-back batch, unreviewed quarantine batch and revocation (details: --format md)."""
+    for release in compliance["releases"]:
+        out.print(
+            f"release {release['dataset']} ({release['namespace']}) {release['version']}: "
+            f"{len(release['batches'])} batch(es), {len(release['held_back'])} held back",
+            highlight=False,
+        )
+        for held in release["held_back"]:
+            out.print(f"  held back {held['batch']}: {held['reason']}", highlight=False)
+    for row in compliance["quarantine"]:
+        if row["status"] == "awaiting_review":
+            out.print(
+                f"quarantine {row['batch']}: awaiting review (fm quarantine promote/reject)", highlight=False
+            )
+    for revocation in compliance["revocations"]:
+        verified = {True: "verified gone", False: "NOT verified gone", None: "no report"}[
+            revocation["verified"]
+        ]
+        out.print(f"revocation {revocation['id']}: {revocation['reason']} ({verified})", highlight=False)
 
 
 def cmd_quarantine(args: argparse.Namespace, settings: Settings) -> int:
@@ -392,7 +415,9 @@ def build_parser() -> argparse.ArgumentParser:
     from fm_assets.cli import card
 
     card.add_parser(sub)
-    sub.choices["card"].set_defaults(func=lambda args, settings: card.run(args, _store(settings), console, out))
+    sub.choices["card"].set_defaults(
+        func=lambda args, settings: card.run(args, _store(settings), console, out)
+    )
 
     from fm_assets.cli import quality_model
 

@@ -238,14 +238,19 @@ def assemble_release(
         "name": dataset,
         "version": version,
         "namespace": namespace,
+        # per batch: where it came from, its namespace as landed and as released, and the licence exception
+        # that admitted it, if one did ("sources" is the card's per-source summary, datasets/card.py)
         "batches": [
             {
                 "batch": batch,
                 "shard_data_version": success.data_version,
                 "rows": m.rows,
                 "tokens": m.tokens,
+                **provenance,
             }
-            for batch, success, m in manifests
+            for (batch, success, m), provenance in zip(
+                manifests, _provenance(store, batches, namespace, policy), strict=True
+            )
         ],
         "rows": release.rows,
         "tokens": release.tokens,
@@ -253,7 +258,6 @@ def assemble_release(
         "vocab_size": release.vocab_size,
         "tokenizer_sha256": release.tokenizer_hash,
         "code_version": release.code_version,
-        "sources": _sources(store, batches, namespace, policy),
         "held_back": held_back,
         "licence_policy": {"origin": policy.origin, "sha256": policy.sha256},
     }
@@ -269,7 +273,7 @@ def assemble_release(
     }
 
 
-def _sources(
+def _provenance(
     store: ObjectStore, batches: list[str], namespace: str, policy: LicencePolicy
 ) -> list[dict[str, Any]]:
     seen = []
@@ -277,7 +281,6 @@ def _sources(
         manifest = read_batch_manifest(store, batch)
         effective = effective_namespace(store, batch)
         entry: dict[str, Any] = {
-            "batch": batch,
             "source": manifest.source,
             "license": manifest.license,
             "namespace": effective.name,

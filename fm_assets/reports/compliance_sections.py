@@ -38,7 +38,7 @@ def releases(store: ObjectStore, dataset: str) -> list[dict[str, Any]]:
                 "rows": card.get("rows"),
                 "tokens": card.get("tokens"),
                 "held_back": card.get("held_back", []),
-                "licence_exceptions": [s for s in card.get("sources", []) if "licence_exception" in s],
+                "licence_exceptions": [b for b in card.get("batches", []) if "licence_exception" in b],
                 "revoked": card.get("revoked"),
             }
         )

@@ -67,6 +67,7 @@ def world(real_sample, tokenizer_file, tmp_path_factory) -> Iterator[dict[str, A
             "land", str(packages[0]), "--source", "vendor", "--license", "LicenseRef-Vendor-EULA"
         )
         world["first_run"] = fm("run")
+        world["first_cloud"] = _latest(world["store"], "fm-demo")
         world["run_unreviewed"] = fm("run", world["quarantine"])
         world["promote_anonymous"] = fm(
             "quarantine", "promote", world["quarantine"], "--to", "cloud", "--reason", "x"
@@ -77,8 +78,38 @@ def world(real_sample, tokenizer_file, tmp_path_factory) -> Iterator[dict[str, A
         world["cloud_before_revoke"] = _latest(world["store"], "fm-demo")
         world["revoke"] = fm("revoke", "--source", "docs-a", "--license", "CC-BY-SA-3.0",
                              "--reason", "LEGAL-77 permission withdrawn", "--requested-by", "legal")  # fmt: skip
+        world["after_pair_revoke"] = _latest(world["store"], "fm-demo")
+        world["hash_doc"], world["hash_text"] = _one_document(
+            world["store"], world["quarantine"], _shard_doc_ids(world, world["after_pair_revoke"])
+        )
+        world["hash_revoke"] = fm("revoke", "--doc-hash", hashlib.sha256(world["hash_text"].encode()).hexdigest(),
+                                  "--reason", "LEGAL-78 personal data in one page")  # fmt: skip
         world["audit_md"] = fm("audit", "--format", "md")
         yield world
+
+
+def _one_document(store: ObjectStore, batch: str, released: set[str]) -> tuple[str, str]:
+    """(doc id, text) of a released document of ``batch``, its text as the blocklist stage sees it (dedup's
+    output, before normalize)."""
+    for part in read_success(store, "dedup", batch).parts:
+        with store.open(part) as handle:
+            for row in pq.read_table(handle, columns=["doc_id", "text"]).to_pylist():
+                if row["doc_id"] in released:
+                    return row["doc_id"], row["text"]
+    raise AssertionError(f"no document of {batch} is released")
+
+
+def _shard_doc_ids(world: dict[str, Any], version: str) -> set[str]:
+    """Every document id in the samples of a cloud release version, read from the shard tars themselves."""
+    found: set[str] = set()
+    folder = world["root"] / "datasets" / "fm-demo" / version
+    for entry in _manifest(world["store"], "fm-demo", version).shards:
+        with tarfile.open(folder / entry.path) as tar:
+            for member in tar.getmembers():
+                if member.name.endswith(".json"):
+                    ids = json.loads(tar.extractfile(member).read())["doc_ids"]  # type: ignore[union-attr]
+                    found |= {i.split("@")[0] for i in ids}
+    return found
 
 
 def _latest(store: ObjectStore, name: str) -> str:
@@ -93,21 +124,25 @@ def _card(store: ObjectStore, name: str, version: str) -> dict[str, Any]:
     return store.read_json(f"datasets/{name}/{version}/card.json")
 
 
-def _report(world: dict[str, Any]) -> dict[str, Any]:
-    (path,) = (world["root"] / "compliance" / "revocations").glob("*/report.json")
-    return json.loads(path.read_text())
+def _report(world: dict[str, Any], which: int = 0) -> dict[str, Any]:
+    """The report of the first (0) or second (1) revocation."""
+    paths = sorted((world["root"] / "compliance" / "revocations").glob("*/report.json"))
+    return json.loads(paths[which].read_text())
 
 
 def test_the_first_run_skips_the_unreviewed_batch_and_builds_one_release_per_namespace(world):
     assert world["first_run"].returncode == 0, world["first_run"].stderr
     assert f"{world['quarantine']} is in quarantine awaiting review" in world["first_run"].stderr
     store = world["store"]
-    versions = sorted(p.name for p in (world["root"] / "datasets" / "fm-demo").iterdir() if p.is_dir())
-    first = next(
-        v for v in versions if world["vendor"] in json.dumps(_card(store, "fm-demo", v)["held_back"])
-    )
+    first = world["first_cloud"]
+    assert world["vendor"] in json.dumps(_card(store, "fm-demo", first)["held_back"])
     assert _card(store, "fm-demo", first)["namespace"] == "cloud"
-    assert [s["batch"] for s in _card(store, "fm-demo", first)["sources"]] == [world["cloud"]]
+    (released,) = _card(store, "fm-demo", first)["batches"]
+    assert (released["batch"], released["namespace"], released["landed_namespace"]) == (
+        world["cloud"],
+        "cloud",
+        "cloud",
+    )
     on_device = _latest(store, "fm-demo-on_device")
     manifest = _manifest(store, "fm-demo-on_device", on_device)
     assert manifest.namespace == "on_device" and manifest.extra["batches"] == [world["on_device"]]
@@ -196,13 +231,24 @@ def test_older_versions_are_marked_revoked_and_the_newest_is_verified_clean(worl
     for part in read_success(store, "land", world["cloud"]).parts:
         with store.open(part) as handle:
             revoked |= set(pq.read_table(handle, columns=["doc_id"]).column("doc_id").to_pylist())
-    folder = world["root"] / "datasets" / "fm-demo" / newest
-    for entry in _manifest(store, "fm-demo", newest).shards:
-        with tarfile.open(folder / entry.path) as tar:
-            for member in tar.getmembers():
-                if member.name.endswith(".json"):
-                    ids = json.loads(tar.extractfile(member).read())["doc_ids"]  # type: ignore[union-attr]
-                    assert not {i.split("@")[0] for i in ids} & revoked
+    assert revoked & _shard_doc_ids(world, world["cloud_before_revoke"])  # they were there
+    assert not revoked & _shard_doc_ids(world, newest)  # and are gone
+
+
+def test_a_revocation_by_document_hash_removes_exactly_that_document(world):
+    assert world["hash_revoke"].returncode == 0, world["hash_revoke"].stdout + world["hash_revoke"].stderr
+    report = _report(world, 1)
+    assert report["affected"] == {"documents": 1, "batches": [world["quarantine"]]}
+    assert {(v["dataset"], v["version"]) for v in report["dataset_versions"]} >= {
+        ("fm-demo", world["after_pair_revoke"])
+    }
+    assert report["verified"]
+    newest = _latest(world["store"], "fm-demo")
+    before, after = _shard_doc_ids(world, world["after_pair_revoke"]), _shard_doc_ids(world, newest)
+    assert world["hash_doc"] in before and world["hash_doc"] not in after
+    assert before - after == {world["hash_doc"]}  # nothing else went
+    marked = _manifest(world["store"], "fm-demo", world["after_pair_revoke"]).revoked
+    assert marked is not None and marked["revocation_id"] == report["revocation"]["id"]
 
 
 def test_the_loader_refuses_a_revoked_version_and_a_namespace_it_was_not_given(world):
