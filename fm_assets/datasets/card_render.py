@@ -121,7 +121,7 @@ def render_markdown(card: dict[str, Any]) -> str:
         ],
     )  # fmt: skip
     lines += _table(
-        ["source", "CPU s", "stored MB", "tokens"],
+        ["source", "CPU s", "stored MB", "tokens in shards"],
         [
             [r["source"], f"{r['cpu_seconds']:.2f}", _mb(r["bytes_stored"]), f"{r['tokens']:,}"]
             for r in cost.get("by_source", [])
@@ -130,7 +130,7 @@ def render_markdown(card: dict[str, Any]) -> str:
     lines += ["## Plots", ""]
     lines += [f"![{PLOT_TITLES.get(p, p)}]({p})" for p in card.get("plots", [])] + [""]
     lines += ["## Code versions", ""]
-    lines += [f"- pipeline: `{card.get('code_version')}`"]
+    lines += [f"- pipeline: `{card.get('code_version') or 'n/a'}`"]
     lines += [
         f"- {stage}: {', '.join(versions)}" for stage, versions in card.get("code_versions", {}).items()
     ]

@@ -22,6 +22,7 @@ from fm_assets.stages.names import STAGE_NAMES
 COST_FIELDS = ("cpu_seconds", "bytes_read", "bytes_written", "bytes_stored", "tokens")
 LABELS = ("namespace", "source", "team")
 UNASSIGNED = "unassigned"
+FINAL_STAGE = "shard"
 
 
 def tokens_produced(success: StageSuccess) -> int:
@@ -85,11 +86,13 @@ def cost_by(rows: Iterable[dict[str, Any]], label: str) -> list[dict[str, Any]]:
 
 
 def cost_totals(rows: Iterable[dict[str, Any]], label: str) -> list[dict[str, Any]]:
-    """Rows summed per ``label`` value over every stage."""
+    """Rows summed per ``label`` value over every stage; ``tokens`` is what the shards hold (tokenize, pack
+    and shard each count the same tokens, so summing them over stages would count them three times)."""
     totals: dict[str, dict[str, Any]] = defaultdict(lambda: dict.fromkeys(COST_FIELDS, 0))
     for row in rows:
         for name in COST_FIELDS:
-            totals[row[label]][name] += row[name]
+            if name != "tokens" or row["stage"] == FINAL_STAGE:
+                totals[row[label]][name] += row[name]
     return [
         {label: value, **{k: round(v, 4) if isinstance(v, float) else v for k, v in entry.items()}}
         for value, entry in sorted(totals.items())
