@@ -14,9 +14,9 @@ from fm_assets.side_inputs.blocklists import BlocklistSource
 from fm_assets.side_inputs.eval_registry import EvalRegistry
 from fm_assets.side_inputs.quality_model import (
     PinnedQualityModel,
+    ensure_trained,
     load_model_file,
     register_model,
-    train_from_folder,
 )
 from fm_assets.transforms.blocklist.lists import Blocklists
 from fm_assets.transforms.text.decontam import BenchmarkIndex
@@ -65,6 +65,5 @@ class QualityModelResource(ConfigurableResource):
             data = load_model_file(self.model_file).to_bytes()
             return register_model(store, data, f"file:{self.model_file}"), "registered file"
         if self.train_dir:
-            model = train_from_folder(self.train_dir)
-            return register_model(store, model.to_bytes(), f"trained:{self.train_dir}"), "trained"
+            return ensure_trained(store, self.train_dir)
         return None

@@ -86,6 +86,22 @@ def iter_sample_texts(folder: str | Path) -> Iterator[str]:
                 yield json.loads(line)["text"]
 
 
+def folder_fingerprint(folder: str | Path) -> str:
+    """Names, sizes and mtimes of the JSONL files under ``folder``: whether a model trained on it is current."""
+    files = sorted(Path(folder).rglob("*.jsonl"))
+    listing = [(p.relative_to(folder).as_posix(), p.stat().st_size, p.stat().st_mtime_ns) for p in files]
+    return sha256_bytes(json.dumps(listing).encode())[:16]
+
+
+def ensure_trained(store: ObjectStore, folder: str | Path) -> tuple[PinnedQualityModel, str]:
+    """Pin a model trained on ``folder``, training only when the pin is not already one trained on it as it is."""
+    origin = f"trained:{folder}#{folder_fingerprint(folder)}"
+    current = pinned_quality_model(store)
+    if current is not None and current.origin == origin:
+        return current, "unchanged"
+    return register_model(store, train_from_folder(folder).to_bytes(), origin), "trained"
+
+
 def train_from_folder(folder: str | Path, max_docs: int = 4000, min_words: int = 50) -> QualityModel:
     """Train on the real documentation pages under ``folder`` (evenly spaced, at most ``max_docs``)."""
     texts = [t for t in iter_sample_texts(folder) if len(t.split()) >= min_words]

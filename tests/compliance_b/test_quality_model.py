@@ -18,6 +18,7 @@ from fm_assets.stages.filter import MODEL_REASON, STAGE, check_model_score_distr
 from fm_assets.stages.registry import STAGES
 from fm_assets.transforms.text.quality_model import NEGATIVE_KINDS, QualityModel
 from fm_resources.pipeline_config import PipelineConfigResource
+from fm_resources.side_inputs import QualityModelResource
 from tests.stages.test_stages_unit import real_texts, write_jsonl
 
 
@@ -76,3 +77,13 @@ def test_filter_scores_with_the_pinned_model_and_rejects_below_its_threshold(tmp
     assert outcome.metadata["model"] == pinned.sha256 and outcome.metadata["scored"] == sum(
         model_score_histogram(success)
     )
+
+
+def test_the_asset_source_trains_once_per_folder_state(tmp_path, real_sample):
+    store = ObjectStore(str(tmp_path / "root"))
+    source = QualityModelResource(train_dir=real_sample["dest"])
+    registered = source.register(store)
+    assert registered is not None and registered[1] == "trained"
+    again = source.register(store)
+    assert again is not None and again[1] == "unchanged" and again[0].sha256 == registered[0].sha256
+    assert QualityModelResource().register(store) is None
