@@ -66,7 +66,7 @@ class Revocation:
 def record_revocation(
     store: ObjectStore,
     *,
-    reason: str | None,
+    reason: str | None = None,
     requested_by: str | None = None,
     source: str | None = None,
     license_id: str | None = None,
@@ -93,7 +93,7 @@ def record_revocation(
     when = now or dt.datetime.now(dt.timezone.utc)
     body = repr((source, license_id, hashes, reason, when.isoformat()))
     revocation = Revocation(
-        id=f"{when.strftime('%Y%m%dT%H%M%SZ')}-{hashlib.sha256(body.encode()).hexdigest()[:8]}",
+        id=f"{when.strftime('%Y%m%dT%H%M%S%fZ')}-{hashlib.sha256(body.encode()).hexdigest()[:8]}",
         at=when.isoformat(timespec="seconds"),
         reason=reason.strip(),
         requested_by=(requested_by or "").strip(),
