@@ -50,9 +50,6 @@ class PipelineSettings(BaseModel):
     min_language_score: float = Field(
         default=0.0, description="Reject documents whose language score is lower"
     )
-    quarantine_namespace_rejected: bool = Field(
-        default=True, description="Quarantine-namespace records never reach shards"
-    )
     pii_policy_file: str | None = Field(
         default=None,
         description="Per-namespace PII policy (YAML: redact/drop/keep, NER mode); default "
