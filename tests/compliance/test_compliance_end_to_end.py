@@ -69,6 +69,7 @@ def world(real_sample, tokenizer_file, tmp_path_factory) -> Iterator[dict[str, A
         world["first_run"] = fm("run")
         world["first_cloud"] = _latest(world["store"], "fm-demo")
         world["run_unreviewed"] = fm("run", world["quarantine"])
+        world["list_before"] = fm("quarantine", "list", "--json")
         world["promote_anonymous"] = fm(
             "quarantine", "promote", world["quarantine"], "--to", "cloud", "--reason", "x"
         )
@@ -192,6 +193,12 @@ def test_quarantine_is_processed_only_after_a_recorded_promotion(world):
     assert (record["reviewer"], record["to"], record["from_namespace"]) == ("jane.doe", "cloud", "quarantine")
     batches = _card(world["store"], "fm-demo", world["cloud_before_revoke"])["batches"]
     assert world["quarantine"] in [b["batch"] for b in batches]
+
+
+def test_quarantine_list_shows_what_awaits_review(world):
+    assert world["list_before"].returncode == 0, world["list_before"].stderr
+    (row,) = json.loads(world["list_before"].stdout)
+    assert (row["batch"], row["status"], row["decision"]) == (world["quarantine"], "awaiting_review", None)
 
 
 def test_a_licence_outside_the_policy_is_held_back_with_the_reason(world):
