@@ -277,7 +277,8 @@ def test_blocking_check_failure_stops_the_run_under_the_local_executor(fm_env, l
         ]
         assert any(m.startswith("Executing steps in process") for m in messages), messages
         started = {e.step_key for e in result.all_events if e.event_type == DagsterEventType.STEP_START}
-        assert result.get_failed_step_keys() == {"land"} and started == {"land"}  # nothing downstream ran
+        # nothing downstream ran (quality_model depends on no stage, so it may run beside land)
+        assert result.get_failed_step_keys() == {"land"} and started - {"quality_model"} == {"land"}
         (accounting,) = [c for c in result.get_asset_check_evaluations() if c.check_name == "accounting"]
         assert accounting.passed is False and accounting.asset_key == AssetKey("land")
     assert instance.get_latest_materialization_event(AssetKey("land")) is not None
