@@ -16,6 +16,7 @@ from typing import Any
 
 from fm_assets.compliance import paths
 from fm_assets.engine import spdx
+from fm_assets.engine.landing import read_batch_manifest
 from fm_assets.engine.store import ObjectStore
 from fm_assets.transforms.blocklist.lists import WILDCARD, Blocklists
 
@@ -122,9 +123,16 @@ def read_revocation(store: ObjectStore, revocation_id: str) -> Revocation:
     return Revocation.from_json(store.read_json(rel))
 
 
-def revocation_blocklists(store: ObjectStore) -> Blocklists:
-    """The blocklist entries every recorded revocation adds (revoked pairs and document hashes)."""
+def revocation_blocklists(store: ObjectStore, batch: str | None = None) -> Blocklists:
+    """The blocklist entries the recorded revocations add (revoked pairs and document hashes). For ``batch``:
+    only the pairs that match its landed (source, licence), which every one of its records carries, so a
+    revocation of another source leaves this batch's lists (and its blocklist key) unchanged."""
     revocations = list_revocations(store)
+    if batch is not None and any(r.by_pair for r in revocations):
+        manifest = read_batch_manifest(store, batch)
+        revocations = [
+            r for r in revocations if not r.by_pair or matches_batch(r, manifest.source, manifest.license)
+        ]
     return Blocklists(
         doc_hashes=tuple(h for r in revocations for h in r.doc_hashes),
         revoked=tuple((r.source or WILDCARD, r.license or WILDCARD) for r in revocations if r.by_pair),

@@ -34,9 +34,10 @@ def _load_cached(path: str, mtime_ns: int) -> Blocklists:
     return Blocklists.load(path)
 
 
-def with_revocations(lists: Blocklists, store: ObjectStore) -> Blocklists:
-    """``lists`` plus the revoked pairs and document hashes of every revocation recorded in ``store``."""
-    revoked = revocation_blocklists(store)
+def with_revocations(lists: Blocklists, store: ObjectStore, batch: str | None = None) -> Blocklists:
+    """``lists`` plus the revoked pairs and document hashes of the revocations recorded in ``store`` (for
+    ``batch``: the pairs that can match it and every hash)."""
+    revoked = revocation_blocklists(store, batch)
     if not (revoked.doc_hashes or revoked.revoked):
         return lists  # no revocation: the file's fingerprint, unchanged
     return Blocklists(

@@ -24,7 +24,7 @@ class BlocklistStage(SparkRemovalStage):
 
     def side_inputs(self, ctx: StageContext) -> SideInputs:
         source: BlocklistSource = ctx.resource(BLOCKLISTS)
-        lists = with_revocations(source.load(), ctx.store)  # + every `fm revoke` recorded in the root
+        lists = with_revocations(source.load(), ctx.store, ctx.batch)  # + `fm revoke` records for this batch
         return SideInputs({"blocklists": lists.fingerprint()}, lists)
 
     def enabled(self, ctx: StageContext) -> bool:

@@ -96,3 +96,13 @@ def test_per_namespace_names_and_the_pieces_of_split_documents():
     with pytest.raises(NamespaceWallError):
         release_name("fm-demo", "quarantine")
     assert base_doc_id("abc:3@1024") == "abc:3"
+
+
+def test_a_pair_revocation_changes_only_the_lists_of_the_batches_it_matches(store, land):
+    forum, docs = land("forum", "CC-BY-SA-4.0"), land("docs", "MIT")
+    before = {b: with_revocations(Blocklists(), store, b).fingerprint() for b in (forum, docs)}
+    record_revocation(store, reason="LEGAL-1", source="forum", license_id="CC-BY-SA-4.0")
+    assert with_revocations(Blocklists(), store, forum).fingerprint() != before[forum]
+    assert with_revocations(Blocklists(), store, docs).fingerprint() == before[docs]  # no recompute there
+    record_revocation(store, reason="LEGAL-2", doc_hashes=[HASH])  # a hash can be in any batch
+    assert with_revocations(Blocklists(), store, docs).fingerprint() != before[docs]
