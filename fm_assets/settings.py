@@ -50,8 +50,10 @@ class PipelineSettings(BaseModel):
     min_language_score: float = Field(
         default=0.0, description="Reject documents whose language score is lower"
     )
-    quarantine_namespace_rejected: bool = Field(
-        default=True, description="Quarantine-namespace records never reach shards"
+    pii_policy_file: str | None = Field(
+        default=None,
+        description="Per-namespace PII policy (YAML: redact/drop/keep, NER mode); default "
+        "fm_assets/data/pii_policy.yaml",
     )
     decontaminate: bool = Field(default=True, description="Drop documents that overlap the eval n-gram index")
     decontam_min_matches: int = Field(
@@ -125,7 +127,24 @@ class Settings(PipelineSettings, BaseSettings):
         default=None, description="YAML/JSON blocklists (domains, hashes, revocations)"
     )
     eval_registry_file: str | None = Field(
-        default=None, description="JSONL of eval passages for decontamination (default: the bundled set)"
+        default=None, description="JSONL of eval passages, added to the registered benchmarks"
+    )
+    cost_teams: dict[str, str] = Field(
+        default_factory=dict,
+        description="Cost attribution: source -> owning team, JSON (`fm report --cost --by team`)",
+    )
+    quality_model_file: str | None = Field(
+        default=None,
+        description="A trained quality model (.npz) the quality_model asset registers and pins",
+    )
+    quality_train_dir: str | None = Field(
+        default=None,
+        description="`fm sample-data` folder the quality_model asset trains on when no model file is given",
+    )
+    eval_benchmarks: list[str] | None = Field(
+        default=None,
+        description="Registered benchmarks decontaminate guards against (default: every built-in one; "
+        "see fm_assets/side_inputs/benchmarks.py)",
     )
     iceberg_catalog_type: str = Field(
         default="sql", description="pyiceberg catalog type: sql, rest, glue, ..."

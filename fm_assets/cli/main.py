@@ -14,6 +14,7 @@ from pathlib import Path
 from pydantic import ValidationError
 from rich.table import Table
 
+from fm_assets.cli import cost
 from fm_assets.cli.pipes import pipe_console, reader_left
 from fm_assets.cli.tables import print_summary
 from fm_assets.engine.locks import RootBusyError, batch_run_locks
@@ -121,11 +122,15 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         return 2
     if args.verify:
         settings = settings.model_copy(update={"verify_cache_hits": "full"})
+    wanted = _processable(settings, args.batches, landed)
+    if wanted is None:
+        return 2
+    if not wanted:
+        console.print("[red]fm run: no batch to process: every landed batch awaits quarantine review[/red]")
+        return 2
     try:
-        with exclusive_batches(settings, args.batches or landed, wait=args.wait):
-            failures = run_batches(
-                settings, args.batches or None, release=not args.no_release, console=console
-            )
+        with exclusive_batches(settings, wanted, wait=args.wait):
+            failures = run_batches(settings, wanted, release=not args.no_release, console=console)
     except (UnknownBatchError, RootBusyError) as exc:
         console.print(f"[red]fm run: {exc}[/red]")
         return 2 if isinstance(exc, UnknownBatchError) else 3
@@ -137,9 +142,35 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         print_summary(console, _store(settings), args.batches or None)
     for batch, message in failures.items():
         console.print(f"[red]batch {batch} failed: {message}[/red]", highlight=False)
-    if not args.no_release and "<release>" not in failures and set(landed) - set(failures):
+    if not args.no_release and "<release>" not in failures and set(wanted) - set(failures):
         _report_held_back(settings)
     return 1 if failures else 0
+
+
+def _processable(settings: Settings, named: list[str], landed: list[str]) -> list[str] | None:
+    """The batches `fm run` processes: unreviewed or rejected quarantine batches never are. A named one is
+    refused (None, after saying why); without names they are skipped with a note."""
+    from fm_assets.compliance.namespaces import (
+        QuarantinedBatchError,
+        require_processable,
+    )
+    from fm_assets.engine.landing import LandingError
+
+    store = _store(settings)
+    wanted = []
+    for batch in named or landed:
+        try:
+            require_processable(store, batch)
+        except QuarantinedBatchError as exc:
+            if named:
+                console.print(f"[red]fm run: {exc}[/red]", highlight=False)
+                return None
+            console.print(f"[yellow]skipped: {exc}[/yellow]", highlight=False)
+            continue
+        except LandingError:
+            pass  # not a complete batch: run_batches names it
+        wanted.append(batch)
+    return wanted
 
 
 def _report_held_back(settings: Settings) -> None:
@@ -159,6 +190,10 @@ def _report_held_back(settings: Settings) -> None:
 def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
     from fm_assets.reports.report import build_report
 
+    if args.cost:
+        from fm_assets.cli.cost import print_cost
+
+        return print_cost(args, _store(settings), settings.cost_teams, out, as_json=args.json)
     if args.json:
         out.print_json(json.dumps(build_report(_store(settings), args.batches or None)))
     else:
@@ -179,10 +214,12 @@ def cmd_rejects(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
     from fm_assets.reports.audit import build_audit
 
-    audit = build_audit(_store(settings), args.dataset)
-    if args.json:
+    audit = build_audit(_store(settings), args.dataset, releases_of=settings.dataset_name)
+    if args.json or args.format == "json":
         out.print_json(json.dumps(audit, default=str))
         return 0
+    if args.format == "md":
+        return _write_markdown_audit(audit, args.output)
     table = Table(title="licences: where they ended up")
     for column in ("licence", "docs landed", "docs in shards", "tokens in shards"):
         table.add_column(column)
@@ -236,6 +273,53 @@ def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
         console.print(f"[yellow]failed checks: {', '.join(audit['failed_checks'])}[/yellow]")
     for finding in audit["integrity"]["findings"]:
         console.print(f"[red]damaged since its checks ran: {finding['path']} {finding['problem']}[/red]")
+    _print_compliance(audit["compliance"])
+    return 0
+
+
+def _print_compliance(compliance: dict) -> None:
+    """One line per release, held-back batch, unreviewed quarantine batch and revocation (details: --format md)."""
+    for release in compliance["releases"]:
+        out.print(
+            f"release {release['dataset']} ({release['namespace']}) {release['version']}: "
+            f"{len(release['batches'])} batch(es), {len(release['held_back'])} held back",
+            highlight=False,
+        )
+        for held in release["held_back"]:
+            out.print(f"  held back {held['batch']}: {held['reason']}", highlight=False)
+    for row in compliance["quarantine"]:
+        if row["status"] == "awaiting_review":
+            out.print(
+                f"quarantine {row['batch']}: awaiting review (fm quarantine promote/reject)", highlight=False
+            )
+    for revocation in compliance["revocations"]:
+        verified = {True: "verified gone", False: "NOT verified gone", None: "no report"}[
+            revocation["verified"]
+        ]
+        out.print(f"revocation {revocation['id']}: {revocation['reason']} ({verified})", highlight=False)
+
+
+def cmd_quarantine(args: argparse.Namespace, settings: Settings) -> int:
+    from fm_assets.cli import quarantine
+
+    return quarantine.run(args, _store(settings), console, out)
+
+
+def cmd_revoke(args: argparse.Namespace, settings: Settings) -> int:
+    from fm_assets.cli import revoke
+
+    return revoke.run(args, settings, _store(settings), console)
+
+
+def _write_markdown_audit(audit: dict, output: str | None) -> int:
+    from fm_assets.reports.audit import render_markdown
+
+    text = render_markdown(audit)
+    if output:
+        Path(output).write_text(text)
+        console.print(f"audit written to {output}")
+    else:
+        sys.stdout.write(text)
     return 0
 
 
@@ -346,6 +430,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("batches", nargs="*")
     p.add_argument("--json", action="store_true")
+    cost.add_arguments(p)
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("rejects", help="rejected records of a batch as JSONL")
@@ -357,9 +442,38 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("audit", help="compliance report: licences, PII flags, eval leakage, check outcomes")
     p.add_argument("--dataset", help="limit to the batches of this dataset's latest version (e.g. fm-demo)")
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--format",
+        choices=("table", "json", "md"),
+        default="table",
+        help="md: a report for a ticket",
+    )
+    p.add_argument("--output", "-o", help="with --format md: write the report to this file")
     p.set_defaults(func=cmd_audit)
 
-    p = sub.add_parser("verify", help="check every committed byte (stage outputs, CAS, landing, releases)")
+    from fm_assets.cli import quarantine, revoke
+
+    quarantine.add_parser(sub).set_defaults(func=cmd_quarantine)
+    revoke.add_parser(sub).set_defaults(func=cmd_revoke)
+
+    from fm_assets.cli import card
+
+    card.add_parser(sub)
+    sub.choices["card"].set_defaults(
+        func=lambda args, settings: card.run(args, _store(settings), console, out)
+    )
+
+    from fm_assets.cli import quality_model
+
+    quality_model.add_parser(sub)
+    sub.choices["quality-model"].set_defaults(
+        func=lambda args, settings: quality_model.run(args, _store(settings), console, out)
+    )
+
+    p = sub.add_parser(
+        "verify",
+        help="check every committed byte (stage outputs, CAS, landing, releases)",
+    )
     p.add_argument("--dataset", help="only this dataset's latest release and the batches it holds")
     p.add_argument("--quick", action="store_true", help="presence and sizes only (no sha256)")
     p.add_argument("--json", action="store_true")

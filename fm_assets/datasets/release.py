@@ -1,25 +1,45 @@
-"""Assembles a dataset version from every batch's shards.
+"""Assembles one dataset version per release namespace from the shards of that namespace's batches.
 
-``datasets/<name>/<version>/manifest.json`` references the partitions' shards (relative paths; no
-copies) and ``card.json`` describes where the data came from. The version is a hash of the partition
-manifests, so re-running with nothing new produces the same version.
+Namespaces are walls: the ``cloud`` release is ``datasets/<name>/``, the ``on_device`` one
+``datasets/<name>-on_device/`` (``compliance.namespaces.release_name``); each holds only batches whose
+effective namespace (landed, or promoted out of quarantine) is its own, and its manifest records that
+namespace. ``manifest.json`` references the partitions' shards (relative paths; no copies) and ``card.json``
+describes where the data came from. A batch is held back, with the reason, when its chain is not current or
+its licence is outside the namespace's release policy (``compliance.licence_policy``). The version is a hash
+of the partition manifests, so re-running with nothing new produces the same version.
 """
 
 import itertools
+import logging
 import posixpath
 from dataclasses import replace
 from typing import Any
 
+from fm_assets.compliance.licence_policy import LicencePolicy, load_policy
+from fm_assets.compliance.namespaces import (
+    assert_within,
+    check_release_namespace,
+    effective_namespace,
+    release_name,
+)
+from fm_assets.compliance.promotions import RELEASE_NAMESPACES, ReviewError
+from fm_assets.datasets.card import write_card
 from fm_assets.engine import layout
 from fm_assets.engine.checks import read_check_outcomes, stage_checks
 from fm_assets.engine.hashing import stable_hash
-from fm_assets.engine.landing import list_complete_batches, read_batch_manifest
+from fm_assets.engine.landing import (
+    LandingError,
+    list_complete_batches,
+    read_batch_manifest,
+)
 from fm_assets.engine.refs import batches_with_ref, read_failure, read_ref, read_success
 from fm_assets.engine.stage import Stage
 from fm_assets.engine.store import ObjectStore
 from fm_assets.stages.names import STAGE_NAMES
 from fm_assets.stages.registry import STAGES
 from fm_loader.manifest import DatasetManifest
+
+log = logging.getLogger(__name__)
 
 
 class ReleaseError(RuntimeError):
@@ -74,34 +94,111 @@ def _failed_blocking_check(store: ObjectStore, stage: Stage, prefix: str) -> str
     return None
 
 
+def licence_held_back_reason(
+    store: ObjectStore, batch: str, namespace: str, policy: LicencePolicy
+) -> str | None:
+    """Why ``namespace``'s release may not hold ``batch`` under the licence policy (None: it may)."""
+    manifest = read_batch_manifest(store, batch)
+    decision = policy.decide(manifest.license, manifest.source, namespace)
+    if decision.admitted:
+        return None
+    return (
+        f"{decision.reason}; a batch outside the policy is held, not released (an approved exception in "
+        f"{policy.origin} admits it: license, source, namespace, approver, reason)"
+    )
+
+
 def latest_held_back(store: ObjectStore, name: str) -> list[dict[str, str]]:
-    """The batches the latest version of dataset ``name`` held back, with the reason ([] if none)."""
-    rel = layout.dataset_latest(name)
-    if not store.exists(rel):
-        return []
-    version = store.read_json(rel)["version"]
-    return list(store.read_json(layout.dataset_card(name, version)).get("held_back", []))
+    """The batches the latest versions of dataset ``name`` (every namespace) held back, with the reason."""
+    held: list[dict[str, str]] = []
+    for namespace in RELEASE_NAMESPACES:
+        rel = layout.dataset_latest(release_name(name, namespace))
+        if store.exists(rel):
+            version = store.read_json(rel)["version"]
+            card = store.read_json(layout.dataset_card(release_name(name, namespace), version))
+            held.extend(card.get("held_back", []))
+    return held
 
 
-def assemble_release(store: ObjectStore, name: str) -> dict[str, Any]:
-    """Assemble a version from every batch whose shards are current; batches that are not (a failed run) are
-    held back and listed with the reason in the card and the manifest, never released stale or silently."""
-    held_back = []
-    batches = []
+def namespace_candidates(store: ObjectStore) -> dict[str, list[str]]:
+    """Release namespace -> the batches (landed or with shards) whose effective namespace it is. Quarantine
+    batches without a promotion belong to none: they are never released."""
+    found: dict[str, list[str]] = {namespace: [] for namespace in RELEASE_NAMESPACES}
     for batch in sorted(set(batches_with_ref(store, "shard")) | set(list_complete_batches(store))):
-        reason = held_back_reason(store, batch)
+        try:
+            namespace = effective_namespace(store, batch).name
+        except (
+            LandingError,
+            ReviewError,
+        ) as exc:  # shards without a readable landing: no namespace to trust
+            log.warning("batch %s is in no release: %s", batch, exc)
+            continue
+        if namespace in found:
+            found[namespace].append(batch)
+    return found
+
+
+def assemble_releases(store: ObjectStore, name: str) -> dict[str, dict[str, Any]]:
+    """One release per namespace that has batches: namespace -> ``assemble_release``'s result, or
+    ``{"error": ...}`` for a namespace none of whose batches can be released now. ``ReleaseError`` if no
+    namespace could be released."""
+    policy = load_policy(store)
+    results: dict[str, dict[str, Any]] = {}
+    for namespace, batches in namespace_candidates(store).items():
+        if not batches:
+            continue
+        try:
+            results[namespace] = assemble_release(store, name, namespace, batches=batches, policy=policy)
+        except ReleaseError as exc:
+            log.warning("release %s not written: %s", release_name(name, namespace), exc)
+            results[namespace] = {"error": str(exc)}
+    released = {ns: result for ns, result in results.items() if "error" not in result}
+    if not released:
+        errors = "; ".join(f"{ns}: {result['error']}" for ns, result in results.items())
+        raise ReleaseError(errors or "no batch has current shards yet: land data and run `fm run` first")
+    return results
+
+
+def assemble_release(
+    store: ObjectStore,
+    name: str,
+    namespace: str = "cloud",
+    *,
+    batches: list[str] | None = None,
+    policy: LicencePolicy | None = None,
+) -> dict[str, Any]:
+    """Assemble ``namespace``'s version from every batch of that namespace whose shards are current and whose
+    licence its policy admits; the others are held back and listed with the reason in the card and the
+    manifest, never released stale or silently. ``batches`` (default: the namespace's) must all belong to
+    ``namespace``: a batch of another namespace is refused (``NamespaceWallError``), never mixed in."""
+    check_release_namespace(namespace)
+    dataset = release_name(name, namespace)
+    candidates = namespace_candidates(store)[namespace] if batches is None else list(batches)
+    assert_within(store, candidates, namespace, f"release {dataset}")
+    policy = policy or load_policy(store)
+    held_back = []
+    released = []
+    for batch in candidates:
+        reason = held_back_reason(store, batch) or licence_held_back_reason(store, batch, namespace, policy)
         if reason is None:
-            batches.append(batch)
+            released.append(batch)
         else:
             held_back.append({"batch": batch, "reason": reason})
+    batches = released
     if not batches:
         detail = f" ({len(held_back)} held back: {held_back[0]['reason']})" if held_back else ""
-        raise ReleaseError(f"no batch has current shards yet: land data and run `fm run` first{detail}")
+        raise ReleaseError(
+            f"no {namespace} batch has current shards yet: land data and run `fm run` first{detail}"
+        )
     manifests = []
     for batch in batches:
         success = read_success(store, "shard", batch)
         manifests.append(
-            (batch, success, DatasetManifest.from_json(store.read_bytes(success.artifacts["manifest"])))
+            (
+                batch,
+                success,
+                DatasetManifest.from_json(store.read_bytes(success.artifacts["manifest"])),
+            )
         )
     first = manifests[0][2]
     for batch, _, manifest in manifests:
@@ -115,31 +212,46 @@ def assemble_release(store: ObjectStore, name: str) -> dict[str, Any]:
                 f"seq_len {manifest.seq_len}) than {manifests[0][0]}; re-run it with the current settings"
             )
     version = stable_hash([(batch, success.data_version) for batch, success, _ in manifests])
-    folder = layout.dataset_dir(name, version)
+    folder = layout.dataset_dir(dataset, version)
     shards = []
     for _, success, manifest in manifests:
         relative = posixpath.relpath(success.prefix, folder)
         shards.extend(
             replace(
-                entry, path=f"{relative}/{entry.path}", index_path=f"{relative}/{entry.resolved_index_path}"
+                entry,
+                path=f"{relative}/{entry.path}",
+                index_path=f"{relative}/{entry.resolved_index_path}",
             )
             for entry in manifest.shards
         )
     release = replace(
         first,
-        name=name,
+        name=dataset,
         version=version,
+        namespace=namespace,
+        revoked=None,
         shards=shards,
         extra={"batches": batches, "held_back": held_back},
         format_version=max(m.format_version for _, _, m in manifests),  # 3 once any batch has token columns
     )
-    store.write_bytes(layout.dataset_manifest(name, version), release.to_json().encode())
+    store.write_bytes(layout.dataset_manifest(dataset, version), release.to_json().encode())
     card = {
-        "name": name,
+        "name": dataset,
         "version": version,
+        "namespace": namespace,
+        # per batch: where it came from, its namespace as landed and as released, and the licence exception
+        # that admitted it, if one did ("sources" is the card's per-source summary, datasets/card.py)
         "batches": [
-            {"batch": batch, "shard_data_version": success.data_version, "rows": m.rows, "tokens": m.tokens}
-            for batch, success, m in manifests
+            {
+                "batch": batch,
+                "shard_data_version": success.data_version,
+                "rows": m.rows,
+                "tokens": m.tokens,
+                **provenance,
+            }
+            for (batch, success, m), provenance in zip(
+                manifests, _provenance(store, batches, namespace, policy), strict=True
+            )
         ],
         "rows": release.rows,
         "tokens": release.tokens,
@@ -147,24 +259,36 @@ def assemble_release(store: ObjectStore, name: str) -> dict[str, Any]:
         "vocab_size": release.vocab_size,
         "tokenizer_sha256": release.tokenizer_hash,
         "code_version": release.code_version,
-        "sources": _sources(store, batches),
         "held_back": held_back,
+        "licence_policy": {"origin": policy.origin, "sha256": policy.sha256},
     }
-    store.write_json(layout.dataset_card(name, version), card)
-    store.write_json(layout.dataset_latest(name), {"version": version})
-    return {"folder": folder, "version": version, "card": card}
+    card = write_card(store, dataset, version, card)  # card.md + plots; returns the card.json content
+    store.write_json(layout.dataset_card(dataset, version), card)
+    store.write_json(layout.dataset_latest(dataset), {"version": version})
+    return {
+        "folder": folder,
+        "name": dataset,
+        "namespace": namespace,
+        "version": version,
+        "card": card,
+    }
 
 
-def _sources(store: ObjectStore, batches: list[str]) -> list[dict[str, str]]:
+def _provenance(
+    store: ObjectStore, batches: list[str], namespace: str, policy: LicencePolicy
+) -> list[dict[str, Any]]:
     seen = []
     for batch in batches:
         manifest = read_batch_manifest(store, batch)
-        seen.append(
-            {
-                "batch": batch,
-                "source": manifest.source,
-                "license": manifest.license,
-                "namespace": manifest.namespace,
-            }
-        )
+        effective = effective_namespace(store, batch)
+        entry: dict[str, Any] = {
+            "source": manifest.source,
+            "license": manifest.license,
+            "namespace": effective.name,
+            "landed_namespace": manifest.namespace,
+        }
+        exception = policy.decide(manifest.license, manifest.source, namespace).exception
+        if exception is not None:  # admitted only by an approved exception: the card says by whom
+            entry["licence_exception"] = exception.to_json()
+        seen.append(entry)
     return seen

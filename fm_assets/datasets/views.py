@@ -1,4 +1,8 @@
-"""Analytical views over every batch: the Iceberg table of curated documents and the Lance documents view.
+"""Analytical views per release namespace: the Iceberg table of curated documents and the Lance documents view.
+
+Namespaces are walls here too: each namespace has its own table and dataset (``fm.curated_documents`` and
+``documents.lance`` for cloud, ``fm.curated_documents_on_device`` and ``documents_on_device.lance`` for
+on_device; ``compliance.namespaces``), holding only the batches whose effective namespace it is.
 
 ``curated_documents`` keeps ``fm.curated_documents`` (identity-partitioned by batch) in step with the
 ``decontaminate`` refs: a batch whose data version changed has its files replaced, a batch whose version
@@ -27,21 +31,29 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
-from pyiceberg.expressions import EqualTo
+from pyiceberg.expressions import EqualTo, NotEqualTo
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import FloatType, LongType, NestedField, StringType
 
+from fm_assets.compliance.namespaces import (
+    DEFAULT_NAMESPACE,
+    curated_table_name,
+    effective_namespace,
+    lance_uri,
+)
+from fm_assets.compliance.promotions import RELEASE_NAMESPACES, ReviewError
 from fm_assets.engine.hashing import stable_hash
+from fm_assets.engine.landing import LandingError
 from fm_assets.engine.locks import store_lock
 from fm_assets.engine.refs import batches_with_ref, read_ref, read_success
 from fm_assets.engine.store import ObjectStore
 
 log = logging.getLogger(__name__)
 
-CURATED_TABLE = "fm.curated_documents"
+CURATED_TABLE = curated_table_name(DEFAULT_NAMESPACE)  # the cloud table (its name predates namespaces)
 VERSION_PROPERTY = "fm.batch-version."  # + batch -> the decontaminate data version the table holds
 SOURCE_STAGE = "decontaminate"  # the last document-level stage: what reaches tokenize and the shards
 TOKENS_STAGE = "tokenize"
@@ -111,14 +123,15 @@ class CuratedSync:
         return stable_hash(sorted(self.versions.items()))
 
 
-def curated_table(catalog: Catalog) -> Table:
-    """``fm.curated_documents``, created on first use."""
+def curated_table(catalog: Catalog, namespace: str = DEFAULT_NAMESPACE) -> Table:
+    """``namespace``'s curated documents table (``fm.curated_documents`` for cloud), created on first use."""
+    name = curated_table_name(namespace)
     try:
-        return catalog.load_table(CURATED_TABLE)
+        return catalog.load_table(name)
     except NoSuchTableError:
-        log.info("creating Iceberg table %s", CURATED_TABLE)
+        log.info("creating Iceberg table %s", name)
         return catalog.create_table_if_not_exists(
-            CURATED_TABLE,
+            name,
             schema=CURATED_SCHEMA,
             partition_spec=CURATED_PARTITIONING,
             properties=TABLE_PROPERTIES,
@@ -133,14 +146,26 @@ def recorded_versions(table: Table) -> dict[str, str]:
     }
 
 
-def stage_versions(store: ObjectStore, stage: str) -> dict[str, str]:
-    """batch -> current data version of ``stage`` for every batch that has output."""
+def stage_versions(store: ObjectStore, stage: str, namespace: str | None = None) -> dict[str, str]:
+    """batch -> current data version of ``stage`` for every batch that has output (of ``namespace`` only,
+    when given: the batches whose effective namespace it is)."""
     versions = {}
     for batch in batches_with_ref(store, stage):
+        if namespace is not None and batch_namespace(store, batch) != namespace:
+            continue
         ref = read_ref(store, stage, batch)
         if ref is not None:
             versions[batch] = ref.data_version
     return versions
+
+
+def batch_namespace(store: ObjectStore, batch: str) -> str | None:
+    """The batch's effective namespace; None (in no view) when its landing record cannot be trusted."""
+    try:
+        return effective_namespace(store, batch).name
+    except (LandingError, ReviewError) as exc:
+        log.warning("batch %s is in no view: %s", batch, exc)
+        return None
 
 
 def iter_part_batches(
@@ -175,10 +200,34 @@ class CatalogConflictError(RuntimeError):
     """Iceberg commits kept losing to concurrent writers."""
 
 
+def sync_curated_namespaces(store: ObjectStore, catalog: Catalog) -> dict[str, CuratedSync]:
+    """Sync every release namespace's table (cloud always; another once it has batches or a table)."""
+    synced = {}
+    for namespace in RELEASE_NAMESPACES:
+        has_table = catalog.table_exists(curated_table_name(namespace))
+        if namespace == DEFAULT_NAMESPACE or has_table or stage_versions(store, SOURCE_STAGE, namespace):
+            synced[namespace] = sync_curated_documents(store, catalog, namespace=namespace)
+    return synced
+
+
+def foreign_rows(table: Table, namespace: str) -> int:
+    """Rows of ``table``'s current snapshot whose namespace column is not ``namespace`` (the wall: 0)."""
+    if table.current_snapshot() is None:
+        return 0
+    scan = table.scan(row_filter=NotEqualTo("namespace", namespace), selected_fields=("doc_id",))
+    return scan.to_arrow().num_rows
+
+
 def sync_curated_documents(
-    store: ObjectStore, catalog: Catalog, chunk_bytes: int = CHUNK_BYTES, *, table: Table | None = None
+    store: ObjectStore,
+    catalog: Catalog,
+    chunk_bytes: int = CHUNK_BYTES,
+    *,
+    table: Table | None = None,
+    namespace: str = DEFAULT_NAMESPACE,
 ) -> CuratedSync:
-    """Bring ``fm.curated_documents`` in line with every batch's current decontaminate output (one snapshot).
+    """Bring ``namespace``'s curated table in line with the current decontaminate output of every batch of
+    that namespace (one snapshot); batches of other namespaces are removed from it, never added.
 
     Serialized by ``store_lock(store, ICEBERG_LOCK)``: two syncs at once would both see a batch as changed
     and commit it twice (or one would fail Iceberg's optimistic commit check).
@@ -190,9 +239,9 @@ def sync_curated_documents(
     with store_lock(store, ICEBERG_LOCK):
         return commit_with_retries(
             lambda attempt: _sync_curated_documents(
-                store, catalog, chunk_bytes, table if attempt == 0 else None
+                store, catalog, chunk_bytes, table if attempt == 0 else None, namespace
             ),
-            CURATED_TABLE,
+            curated_table_name(namespace),
         )
 
 
@@ -216,14 +265,18 @@ def commit_with_retries(attempt: Callable[[int], T], what: str, attempts: int = 
 
 
 def _sync_curated_documents(
-    store: ObjectStore, catalog: Catalog, chunk_bytes: int, table: Table | None
+    store: ObjectStore,
+    catalog: Catalog,
+    chunk_bytes: int,
+    table: Table | None,
+    namespace: str,
 ) -> CuratedSync:
     # _dataframe_to_data_files writes Parquet data files for a partitioned table from an Arrow table; the public
     # append() would make one snapshot per chunk, and streaming append() does not support partitioned tables yet.
     from pyiceberg.io.pyarrow import _dataframe_to_data_files
 
-    table = table or curated_table(catalog)
-    wanted = stage_versions(store, SOURCE_STAGE)
+    table = table or curated_table(catalog, namespace)
+    wanted = stage_versions(store, SOURCE_STAGE, namespace)
     recorded = recorded_versions(table)
     changed = [batch for batch, version in sorted(wanted.items()) if recorded.get(batch) != version]
     removed = sorted(set(recorded) - set(wanted))
@@ -265,10 +318,10 @@ def _sync_curated_documents(
             )
             if removed:
                 tx.remove_properties(*(f"{VERSION_PROPERTY}{batch}" for batch in removed))
-        table = catalog.load_table(CURATED_TABLE)
+        table = catalog.load_table(curated_table_name(namespace))
         log.info(
             "%s: %d batches replaced, %d removed, %d rows written",
-            CURATED_TABLE,
+            curated_table_name(namespace),
             len(changed),
             len(removed),
             sync.rows_written,
@@ -279,11 +332,11 @@ def _sync_curated_documents(
     return sync
 
 
-def expected_curated_rows(store: ObjectStore) -> int:
-    """Documents the decontaminate stage kept, summed over batches (what the table must hold)."""
+def expected_curated_rows(store: ObjectStore, namespace: str = DEFAULT_NAMESPACE) -> int:
+    """Documents the decontaminate stage kept, summed over ``namespace``'s batches (what its table must hold)."""
     return sum(
         read_success(store, SOURCE_STAGE, batch).counts.records_out
-        for batch in batches_with_ref(store, SOURCE_STAGE)
+        for batch in stage_versions(store, SOURCE_STAGE, namespace)
     )
 
 
@@ -318,30 +371,61 @@ def iter_document_rows(store: ObjectStore, batches: list[str]) -> Iterator[pa.Re
             yield from joined.select(LANCE_SCHEMA.names).cast(LANCE_SCHEMA).to_batches()
 
 
-def lance_inputs_version(store: ObjectStore) -> tuple[list[str], str]:
-    docs = stage_versions(store, SOURCE_STAGE)
+def lance_inputs_version(store: ObjectStore, namespace: str = DEFAULT_NAMESPACE) -> tuple[list[str], str]:
+    docs = stage_versions(store, SOURCE_STAGE, namespace)
     tokens = stage_versions(store, TOKENS_STAGE)
     batches = sorted(docs)
     return batches, stable_hash([(batch, docs[batch], tokens.get(batch)) for batch in batches])
 
 
+def write_documents_lance_namespaces(
+    store: ObjectStore, cloud_uri: str, storage_options: dict[str, str] | None = None
+) -> dict[str, dict[str, Any]]:
+    """Write every release namespace's Lance dataset (cloud always; another once it has batches or data)."""
+    written = {}
+    for namespace in RELEASE_NAMESPACES:
+        uri = lance_uri(cloud_uri, namespace)
+        if (
+            namespace == DEFAULT_NAMESPACE
+            or stage_versions(store, SOURCE_STAGE, namespace)
+            or _lance_exists(uri, storage_options)
+        ):
+            written[namespace] = write_documents_lance(store, uri, storage_options, namespace=namespace)
+    return written
+
+
+def _lance_exists(uri: str, storage_options: dict[str, str] | None) -> bool:
+    import lance
+
+    try:
+        lance.dataset(uri, storage_options=storage_options)
+    except (ValueError, FileNotFoundError, OSError):
+        return False
+    return True
+
+
 def write_documents_lance(
-    store: ObjectStore, uri: str, storage_options: dict[str, str] | None = None
+    store: ObjectStore,
+    uri: str,
+    storage_options: dict[str, str] | None = None,
+    *,
+    namespace: str = DEFAULT_NAMESPACE,
 ) -> dict[str, Any]:
-    """Overwrite the Lance documents dataset at ``uri`` (a new Lance version) unless its inputs are unchanged.
+    """Overwrite the Lance documents dataset at ``uri`` (a new Lance version) with ``namespace``'s batches
+    unless its inputs are unchanged.
 
     Serialized by ``store_lock(store, LANCE_LOCK)``, so the inputs check and the write see the same state.
     """
     with store_lock(store, LANCE_LOCK):
-        return _write_documents_lance(store, uri, storage_options)
+        return _write_documents_lance(store, uri, storage_options, namespace)
 
 
 def _write_documents_lance(
-    store: ObjectStore, uri: str, storage_options: dict[str, str] | None
+    store: ObjectStore, uri: str, storage_options: dict[str, str] | None, namespace: str
 ) -> dict[str, Any]:
     import lance  # imported here: lance warns when a process that imported it forks (Spark, executors)
 
-    batches, inputs_version = lance_inputs_version(store)
+    batches, inputs_version = lance_inputs_version(store, namespace)
     try:
         existing = lance.dataset(uri, storage_options=storage_options)
     except (ValueError, FileNotFoundError, OSError):

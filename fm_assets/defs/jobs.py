@@ -13,7 +13,8 @@ RELEASE_RUN_TAG_VALUE = "release"
 
 preprocess_job = define_asset_job(
     "preprocess",
-    selection=AssetSelection.groups("preprocess", "multimodal") | AssetSelection.assets("tokenizer"),
+    selection=AssetSelection.groups("preprocess", "multimodal")
+    | AssetSelection.assets("tokenizer", "quality_model"),
     partitions_def=batch_partitions,
     description="Run every preprocessing stage of both chains (text, multimodal) for one landing batch.",
 )

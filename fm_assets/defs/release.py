@@ -1,14 +1,25 @@
-"""The ``dataset_release`` asset: one dataset version (manifest + card) over every batch's shards, and
-``media_dataset_release``: the image-text and audio-text versions over every batch's media shards.
+"""The ``dataset_release`` asset: one dataset version (manifest + card) per release namespace, and
+``media_dataset_release``: the image-text and audio-text versions, also one per namespace.
 
-Assembling reads every batch's shard ref and moves ``LATEST.json``, so it is one writer at a time: pool
-``release`` (give it a limit of 1 in the instance's concurrency config) and, on a local root, a file lock.
+Namespaces are walls: ``cloud`` batches go to ``datasets/<name>/``, ``on_device`` ones to
+``datasets/<name>-on_device/`` (``datasets/release.py``). Assembling reads every batch's shard ref and moves
+``LATEST.json``, so it is one writer at a time: pool ``release`` (give it a limit of 1 in the instance's
+concurrency config) and, on a local root, a file lock.
 """
 
-from dagster import AssetExecutionContext, DataVersion, MaterializeResult, MetadataValue, asset
+from typing import Any
 
+from dagster import (
+    AssetExecutionContext,
+    DataVersion,
+    MaterializeResult,
+    MetadataValue,
+    asset,
+)
+
+from fm_assets.compliance.namespaces import DEFAULT_NAMESPACE
 from fm_assets.datasets.media_release import assemble_media_release
-from fm_assets.datasets.release import assemble_release
+from fm_assets.datasets.release import assemble_releases
 from fm_assets.engine.hashing import stable_hash
 from fm_assets.engine.locks import store_lock
 
@@ -20,24 +31,33 @@ RELEASE_LOCK = "release"  # store_lock and Dagster pool name
     deps=["shard"],
     required_resource_keys={"store", "pipeline"},
     pool=RELEASE_LOCK,
-    description="Dataset version manifest + card over every batch's shards.",
+    description="Dataset version manifest + card per namespace (cloud, on_device) over its batches' shards.",
 )
 def dataset_release(context: AssetExecutionContext) -> MaterializeResult:
     store = context.resources.store.store()
     with store_lock(store, RELEASE_LOCK):  # a release that read older refs must not move LATEST.json last
-        result = assemble_release(store, context.resources.pipeline.dataset_name)
-    for entry in result["card"]["held_back"]:
-        context.log.warning(f"held back {entry['batch']}: {entry['reason']}")
+        results = assemble_releases(store, context.resources.pipeline.dataset_name)
+    metadata: dict[str, Any] = {}
+    versions = {}
+    for namespace, result in sorted(results.items()):
+        if "error" in result:
+            context.log.warning(f"no {namespace} release written: {result['error']}")
+            metadata[f"{namespace}_error"] = result["error"]
+            continue
+        card = result["card"]
+        versions[namespace] = result["version"]
+        prefix = "" if namespace == DEFAULT_NAMESPACE else f"{namespace}_"  # cloud keeps the historical keys
+        for entry in card["held_back"]:
+            context.log.warning(f"{namespace}: held back {entry['batch']}: {entry['reason']}")
+        metadata[f"{prefix}manifest"] = MetadataValue.path(store.uri(f"{result['folder']}/manifest.json"))
+        metadata[f"{prefix}rows"] = card["rows"]
+        metadata[f"{prefix}tokens"] = card["tokens"]
+        metadata[f"{prefix}batches"] = len(card["batches"])
+        # batches whose chain failed (or is stale) or whose licence is outside the policy are left out
+        metadata[f"{prefix}held_back"] = MetadataValue.json(card["held_back"])
     return MaterializeResult(
-        data_version=DataVersion(result["version"]),
-        metadata={
-            "manifest": MetadataValue.path(store.uri(f"{result['folder']}/manifest.json")),
-            "rows": result["card"]["rows"],
-            "tokens": result["card"]["tokens"],
-            "batches": len(result["card"]["batches"]),
-            # batches whose chain failed (or is stale) are left out, the rest released: same as `fm run`
-            "held_back": MetadataValue.json(result["card"]["held_back"]),
-        },
+        data_version=DataVersion(stable_hash(sorted(versions.items()))),
+        metadata=metadata,
     )
 
 

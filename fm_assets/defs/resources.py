@@ -13,7 +13,11 @@ from fm_resources.iceberg import IcebergCatalogResource, local_state_catalog_uri
 from fm_resources.lance import LanceResource
 from fm_resources.object_store import ObjectStoreResource
 from fm_resources.pipeline_config import PipelineConfigResource
-from fm_resources.side_inputs import BlocklistsResource, EvalRegistryResource
+from fm_resources.side_inputs import (
+    BlocklistsResource,
+    EvalRegistryResource,
+    QualityModelResource,
+)
 from fm_resources.spark import SparkResource
 from fm_resources.tokenizer_registry import TokenizerRegistryResource
 
@@ -33,7 +37,12 @@ def build_resources(settings: Settings) -> dict[str, Any]:
             train_sample_docs=settings.tokenizer_train_docs,
         ),
         "blocklists": BlocklistsResource(path=settings.blocklist_file),
-        "eval_registry": EvalRegistryResource(path=settings.eval_registry_file),
+        "eval_registry": EvalRegistryResource(
+            path=settings.eval_registry_file, benchmarks=settings.eval_benchmarks
+        ),
+        "quality_model_source": QualityModelResource(
+            model_file=settings.quality_model_file, train_dir=settings.quality_train_dir
+        ),
         "spark": SparkResource(master=settings.resolved_spark_master, log_level=settings.spark_log_level),
         "iceberg": IcebergCatalogResource(
             root=settings.root,

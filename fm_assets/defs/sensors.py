@@ -1,6 +1,10 @@
 """Sensors (both on by default): every new complete landing batch becomes a partition and one ``preprocess``
 run; every successful run of this code location that materialized what the release reads requests one
-``release`` run."""
+``release`` run.
+
+A quarantine batch is registered but not run until a reviewer promotes it (``fm quarantine promote``): the
+landing sensor logs why it skips it, keeps it in its cursor (``review``) and requests its run on the first
+tick after the promotion; a rejected one is dropped from the cursor, never run."""
 
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ from dagster import (
     sensor,
 )
 
+from fm_assets.compliance.namespaces import split_by_review
 from fm_assets.defs.jobs import preprocess_job, release_job
 from fm_assets.defs.partitions import BATCH_PARTITIONS_NAME, batch_partitions
 from fm_assets.engine.store import ObjectStore
@@ -73,13 +78,19 @@ class LandingCursor:
     last: str = ""
     pending: list[str] = field(default_factory=list)
     below: str = ""
+    review: list[str] = field(default_factory=list)  # registered quarantine batches awaiting review
 
     @classmethod
     def parse(cls, raw: str | None) -> LandingCursor:
         if not raw:
             return cls()
         obj = json.loads(raw)
-        return cls(last=obj.get("last", ""), pending=list(obj.get("pending", [])), below=obj.get("below", ""))
+        return cls(
+            last=obj.get("last", ""),
+            pending=list(obj.get("pending", [])),
+            below=obj.get("below", ""),
+            review=list(obj.get("review", [])),
+        )
 
     def dump(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -110,7 +121,12 @@ def scan_landing(store: ObjectStore, cursor: LandingCursor, known: Callable[[], 
         registered = known()
     new = [name for name in complete if name not in (registered or set())]
     last = max([cursor.last, *complete])
-    next_cursor = LandingCursor(last=last, pending=pending, below=_digest(n for n in names if n <= last))
+    next_cursor = LandingCursor(
+        last=last,
+        pending=pending,
+        below=_digest(n for n in names if n <= last),
+        review=list(cursor.review),
+    )
     return LandingScan(new=new, cursor=next_cursor, checked=len(candidates))
 
 
@@ -130,10 +146,19 @@ def landing_batch_sensor(context: SensorEvaluationContext, store: ObjectStoreRes
     )
     if scan.new:
         context.log.info(f"new landing batches: {scan.new}")
+    split = split_by_review(store.store(), sorted(set(scan.new) | set(scan.cursor.review)))
+    for batch in split.awaiting_review:
+        context.log.info(f"skipping {batch}: quarantine, awaiting review (fm quarantine promote/reject)")
+    for batch in split.rejected:
+        context.log.info(f"skipping {batch}: rejected in quarantine review, never processed")
+    cursor = scan.cursor
+    cursor.review = split.awaiting_review
     return SensorResult(
-        run_requests=[RunRequest(partition_key=batch, run_key=landing_run_key(batch)) for batch in scan.new],
+        run_requests=[
+            RunRequest(partition_key=batch, run_key=landing_run_key(batch)) for batch in split.processable
+        ],
         dynamic_partitions_requests=[batch_partitions.build_add_request(scan.new)] if scan.new else [],
-        cursor=scan.cursor.dump(),
+        cursor=cursor.dump(),
     )
 
 

@@ -16,9 +16,14 @@ from dagster import (
 
 from fm_assets.defs.stage_assets import retry_when_pending
 from fm_assets.engine.refs import EarlierBatchPending
+from fm_assets.side_inputs.quality_model import pinned_quality_model
 from fm_assets.side_inputs.tokenizer import TRAINING_STAGE, ensure_pinned
 from fm_resources.object_store import ObjectStoreResource
-from fm_resources.side_inputs import BlocklistsResource, EvalRegistryResource
+from fm_resources.side_inputs import (
+    BlocklistsResource,
+    EvalRegistryResource,
+    QualityModelResource,
+)
 from fm_resources.tokenizer_registry import TokenizerRegistryResource
 
 
@@ -68,14 +73,57 @@ def blocklists(blocklists: BlocklistsResource) -> ObserveResult:
 
 @observable_source_asset(
     group_name="side_inputs",
-    description="Eval passages decontaminate guards against; version = n-gram index.",
+    description="Benchmarks decontaminate guards against (HumanEval, lm-eval few-shot sets, bundled and user "
+    "passages), each hashed; version = the n-gram index fingerprint.",
 )
 def eval_registry(eval_registry: EvalRegistryResource) -> ObserveResult:
     index = eval_registry.index()
+    entries = eval_registry.spec()["entries"]
     return ObserveResult(
         data_version=DataVersion(index.fingerprint()),
-        metadata={"source": eval_registry.describe(), "ngrams": len(index), "n": index.n},
+        metadata={
+            "source": eval_registry.describe(),
+            "ngrams": len(index),
+            "n": index.n,
+            "benchmarks": MetadataValue.json(entries),
+        },
     )
 
 
-SIDE_INPUT_ASSETS = [tokenizer, blocklists, eval_registry]
+@asset(
+    group_name="side_inputs",
+    code_version="quality-model-v1",
+    kinds={"python"},
+    description="The pinned quality model (weights + thresholds in one file, pinned by sha256): "
+    "FM_QUALITY_MODEL_FILE registered, else trained on FM_QUALITY_TRAIN_DIR (`fm sample-data` pages vs damaged "
+    "copies), else whatever `fm quality-model` pinned. Its sha256 is an input of filter's key.",
+)
+def quality_model(
+    context: AssetExecutionContext,
+    store: ObjectStoreResource,
+    quality_model_source: QualityModelResource,
+) -> MaterializeResult:
+    root = store.store()
+    registered = quality_model_source.register(root)
+    if registered is not None:
+        pinned, action = registered
+    else:
+        found = pinned_quality_model(root)
+        if found is None:
+            context.log.info("no quality model configured or pinned: filter uses its heuristic rules only")
+            return MaterializeResult(data_version=DataVersion("none"), metadata={"action": "none pinned"})
+        pinned, action = found, "unchanged"
+    context.log.info(f"quality model {pinned.sha256[:12]}: {action}")
+    return MaterializeResult(
+        data_version=DataVersion(pinned.sha256),
+        metadata={
+            "sha256": pinned.sha256,
+            "origin": pinned.origin,
+            "action": action,
+            "min_score": pinned.model.min_score,
+            "trained_on": MetadataValue.json(pinned.model.trained_on),
+        },
+    )
+
+
+SIDE_INPUT_ASSETS = [tokenizer, blocklists, eval_registry, quality_model]

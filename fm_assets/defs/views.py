@@ -1,9 +1,12 @@
-"""The view assets: the Iceberg table of curated documents, the Lance documents view and the Lance media views
-(images with thumbnails, audio).
+"""The view assets: the Iceberg tables of curated documents and the Lance documents views, one per namespace,
+and the Lance media views (images with thumbnails, audio).
 
 Each commits shared state, so each is in a pool of its own (``iceberg``, ``lance``: give them a limit of 1
 in the instance's concurrency config); on a local root the sync also holds a file lock (datasets/views.py).
+Metadata of the cloud view keeps its historical keys; other namespaces' keys are prefixed with the namespace.
 """
+
+from typing import Any
 
 from dagster import (
     AssetCheckResult,
@@ -15,50 +18,89 @@ from dagster import (
     asset,
 )
 
+from fm_assets.compliance.namespaces import (
+    DEFAULT_NAMESPACE,
+    curated_table_name,
+    lance_uri,
+)
 from fm_assets.datasets.media_views import SHARD_STAGE as MEDIA_SHARD_STAGE
 from fm_assets.datasets.media_views import media_lance_uris, write_media_lance
 from fm_assets.datasets.views import (
-    CURATED_TABLE,
     ICEBERG_LOCK,
     LANCE_LOCK,
     SOURCE_STAGE,
     TOKENS_STAGE,
+    curated_table,
     expected_curated_rows,
-    sync_curated_documents,
-    write_documents_lance,
+    foreign_rows,
+    sync_curated_namespaces,
+    write_documents_lance_namespaces,
 )
+from fm_assets.engine.hashing import stable_hash
+
+
+def _prefix(namespace: str) -> str:
+    return "" if namespace == DEFAULT_NAMESPACE else f"{namespace}_"
 
 
 @asset(
     group_name="release",
     deps=[SOURCE_STAGE],
     required_resource_keys={"store", "iceberg"},
-    code_version="curated-v1",
+    code_version="curated-v2",
     pool=ICEBERG_LOCK,
-    check_specs=[AssetCheckSpec("rows_match_decontaminate", asset="curated_documents")],
-    description="Iceberg table fm.curated_documents: every batch's decontaminated documents, partitioned by batch.",
+    check_specs=[
+        AssetCheckSpec("rows_match_decontaminate", asset="curated_documents"),
+        AssetCheckSpec(
+            "namespace_wall",
+            asset="curated_documents",
+            description="No table holds a row of another namespace.",
+        ),
+    ],
+    description="Iceberg tables fm.curated_documents (cloud) and fm.curated_documents_<namespace>: each "
+    "namespace's decontaminated documents, partitioned by batch.",
 )
 def curated_documents(context: AssetExecutionContext) -> MaterializeResult:
     store = context.resources.store.store()
-    sync = sync_curated_documents(store, context.resources.iceberg.catalog())
-    expected = expected_curated_rows(store)
+    catalog = context.resources.iceberg.catalog()
+    synced = sync_curated_namespaces(store, catalog)
+    metadata: dict[str, Any] = {}
+    rows_ok, rows_meta, foreign = True, {}, {}
+    for namespace, sync in synced.items():
+        prefix = _prefix(namespace)
+        expected = expected_curated_rows(store, namespace)
+        rows_ok = rows_ok and sync.rows == expected
+        rows_meta[f"{prefix}table_rows"] = sync.rows
+        rows_meta[f"{prefix}decontaminate_records_out"] = expected
+        foreign[curated_table_name(namespace)] = foreign_rows(curated_table(catalog, namespace), namespace)
+        metadata.update(
+            {
+                f"{prefix}table": curated_table_name(namespace),
+                f"{prefix}snapshot_id": MetadataValue.int(sync.snapshot_id)
+                if sync.snapshot_id is not None
+                else "none",
+                f"{prefix}rows": sync.rows,
+                f"{prefix}batches": len(sync.versions),
+                f"{prefix}batches_replaced": len(sync.changed),
+                f"{prefix}batches_removed": len(sync.removed),
+                f"{prefix}rows_written": sync.rows_written,
+            }
+        )
+    version = stable_hash(sorted((ns, sync.data_version) for ns, sync in synced.items()))
     return MaterializeResult(
-        data_version=DataVersion(sync.data_version),
-        metadata={
-            "table": CURATED_TABLE,
-            "snapshot_id": MetadataValue.int(sync.snapshot_id) if sync.snapshot_id is not None else "none",
-            "rows": sync.rows,
-            "batches": len(sync.versions),
-            "batches_replaced": len(sync.changed),
-            "batches_removed": len(sync.removed),
-            "rows_written": sync.rows_written,
-        },
+        data_version=DataVersion(version),
+        metadata=metadata,
         check_results=[
             AssetCheckResult(
                 check_name="rows_match_decontaminate",
-                passed=sync.rows == expected,
-                metadata={"table_rows": sync.rows, "decontaminate_records_out": expected},
-            )
+                passed=rows_ok,
+                metadata=rows_meta,
+            ),
+            AssetCheckResult(
+                check_name="namespace_wall",
+                passed=not any(foreign.values()),
+                metadata={"rows_of_another_namespace": MetadataValue.json(foreign)},
+            ),
         ],
     )
 
@@ -67,25 +109,33 @@ def curated_documents(context: AssetExecutionContext) -> MaterializeResult:
     group_name="release",
     deps=[SOURCE_STAGE, TOKENS_STAGE],
     required_resource_keys={"store", "lance"},
-    code_version="documents-lance-v1",
+    code_version="documents-lance-v2",
     pool=LANCE_LOCK,
-    description="Lance dataset of per-document stats (source, licence, language, quality, chars, tokens, PII flags).",
+    description="Lance datasets of per-document stats (source, licence, language, quality, chars, tokens, PII "
+    "flags), one per namespace: documents.lance (cloud), documents_<namespace>.lance.",
 )
 def documents_lance(context: AssetExecutionContext) -> MaterializeResult:
     store = context.resources.store.store()
     lance_resource = context.resources.lance
-    result = write_documents_lance(
+    results = write_documents_lance_namespaces(
         store, lance_resource.documents(), lance_resource.storage_options() or None
     )
-    return MaterializeResult(
-        data_version=DataVersion(result["inputs_version"]),
-        metadata={
-            "uri": MetadataValue.path(lance_resource.documents()),
-            "lance_version": result["version"],
-            "rows": result["rows"],
-            "written": result["written"],
-        },
-    )
+    metadata: dict[str, Any] = {}
+    for namespace, result in results.items():
+        prefix = _prefix(namespace)
+        metadata.update(
+            {
+                f"{prefix}uri": MetadataValue.path(lance_uri(lance_resource.documents(), namespace)),
+                f"{prefix}lance_version": result["version"],
+                f"{prefix}rows": result["rows"],
+                f"{prefix}written": result["written"],
+            }
+        )
+    if list(results) == [DEFAULT_NAMESPACE]:  # only cloud: the version it always had
+        version = results[DEFAULT_NAMESPACE]["inputs_version"]
+    else:
+        version = stable_hash(sorted((ns, r["inputs_version"]) for ns, r in results.items()))
+    return MaterializeResult(data_version=DataVersion(version), metadata=metadata)
 
 
 VIEW_ASSETS = [curated_documents, documents_lance]

@@ -40,15 +40,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
+from fm_assets.engine import spdx
 from fm_assets.engine.store import ObjectStore
 
 NAMESPACES = ("cloud", "on_device", "quarantine")
-SPDX_PATTERN = re.compile(
-    r"^(LicenseRef-[A-Za-z0-9.\-]+|[A-Za-z0-9][A-Za-z0-9.\-+]*)( (AND|OR|WITH) [A-Za-z0-9.\-+]+)*$"
-)
 BATCH_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
 OS_METADATA = frozenset({"__MACOSX", "Thumbs.db", "desktop.ini", "Icon\r"})
 MANIFEST_HASH = "_batch.sha256"
+QUARANTINE = "quarantine"
+PROMOTION_RECORD = "compliance/promotions/{batch}.json"  # a reviewer's promotion (fm_assets.compliance)
 _CHUNK = 1 << 20
 
 log = logging.getLogger(__name__)
@@ -104,10 +104,10 @@ def validate_landing_args(source: str, license_id: str | None, namespace: str) -
         raise LandingError(
             "a batch needs a licence: pass --license with an SPDX identifier (e.g. CC-BY-SA-4.0, MIT)"
         )
-    if not SPDX_PATTERN.match(license_id):
-        raise LandingError(
-            f"--license {license_id!r} is not an SPDX identifier or expression (e.g. 'GPL-2.0-or-later')"
-        )
+    try:
+        spdx.normalize(license_id)
+    except spdx.LicenceError as exc:
+        raise LandingError(f"--license: {exc}") from None
     if namespace not in NAMESPACES:
         raise LandingError(f"--namespace {namespace!r} is unknown; choose one of {', '.join(NAMESPACES)}")
 
@@ -247,6 +247,8 @@ def land_batch(
 ) -> BatchManifest:
     """Copy ``src`` (a file or folder) into a new landing batch and return its manifest."""
     validate_landing_args(source, license_id, namespace)
+    # one spelling per licence (``mit`` -> ``MIT``), so the release policy and the audit group it once
+    license_id = spdx.normalize(license_id)
     files, skipped = select_source_files(Path(src))
     if not files:
         reasons = (
@@ -324,3 +326,13 @@ def read_batch_manifest(store: ObjectStore, batch: str) -> BatchManifest:
             MANIFEST_HASH,
         )
     return replace(BatchManifest.from_json(json.loads(body)), sha256=actual)
+
+
+def held_for_review(store: ObjectStore, batch: str) -> bool:
+    """Whether ``batch`` was landed in quarantine and no reviewer has promoted it: it is not processed, so
+    cross-batch state (earlier-batch indexes, the tokenizer's training batch) must not wait for it. The
+    promotion itself is checked where it is used (``fm_assets.compliance.namespaces``)."""
+    if not store.exists(layout_manifest(batch)):
+        return False
+    manifest = BatchManifest.from_json(json.loads(store.read_bytes(layout_manifest(batch))))
+    return manifest.namespace == QUARANTINE and not store.exists(PROMOTION_RECORD.format(batch=batch))

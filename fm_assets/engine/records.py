@@ -44,6 +44,10 @@ class UnitMarker:
     extra: dict[str, Any]
     bytes_out: int
     seconds: float
+    # cost metering (markers written before it was recorded load as 0): CPU seconds of the unit's process
+    # while it ran the unit, and bytes of the files it read
+    cpu_seconds: float = 0.0
+    bytes_read: int = 0
 
     @property
     def counts(self) -> Counts:
@@ -84,6 +88,9 @@ class StageSuccess:
     # every file of the output folder but _SUCCESS.json: name -> {"sha256", "bytes"} (engine.integrity);
     # empty for outputs committed before it was recorded
     files: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # what producing this output cost: cpu_seconds, bytes_read, bytes_written (unit files), bytes_stored (every
+    # file of the output folder); empty for outputs committed before it was recorded
+    cost: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         obj = asdict(self)

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fm_assets.engine import layout
+from fm_assets.engine.landing import held_for_review
 from fm_assets.engine.records import PriorOutput, StageRef, StageSuccess
 from fm_assets.engine.store import ObjectStore
 
@@ -148,7 +149,10 @@ def pending_earlier(store: ObjectStore, stage: str, batch: str) -> list[str]:
     return [
         name
         for name in names
-        if name < batch and name not in have and store.exists(layout.batch_manifest(name))
+        if name < batch
+        and name not in have
+        and store.exists(layout.batch_manifest(name))
+        and not held_for_review(store, name)  # an unreviewed quarantine batch is not processed: never wait
     ]
 
 

@@ -280,6 +280,7 @@ class StageRun:
 
     def _compute_unit(self, unit: WorkUnit, process: ProcessUnit, *, commit: bool) -> UnitMarker:
         unit_started = time.perf_counter()
+        cpu_started = time.process_time()
         with self.store.staging_dir() as staging:
             writer = UnitWriter(
                 staging, unit.unit_id, self.output_schema, self.rows_per_file, self.bytes_per_file
@@ -306,6 +307,8 @@ class StageRun:
                 extra=result.extra,
                 bytes_out=sum(path.stat().st_size for path in writer.part_files),
                 seconds=round(time.perf_counter() - unit_started, 4),
+                cpu_seconds=round(time.process_time() - cpu_started, 4),
+                bytes_read=self._bytes_read(unit),
             )
             if commit:
                 for path in files:
@@ -314,6 +317,16 @@ class StageRun:
                 # the unit's commit point
                 self.store.write_json(layout.unit_marker(self.prefix, unit.unit_id), marker.to_json())
         return marker
+
+    def _bytes_read(self, unit: WorkUnit) -> int:
+        """Bytes of the unit's input files (cost metering); an input that is not a stored file counts 0."""
+        total = 0
+        for rel in unit.inputs:
+            try:
+                total += self.store.size(rel)
+            except OSError:  # a unit input that names something other than a file (tests, synthetic units)
+                continue
+        return total
 
     def _check_leftover(self, unit_id: str, name: str, digest: str) -> None:
         """A file left by an attempt that died before its unit's marker is complete (writes are atomic), so
@@ -358,6 +371,7 @@ class StageRun:
                     extra_totals[name] = extra_totals.get(name, 0) + value
         if not totals.balanced:
             raise StageContractError(f"{self.stage}[{self.batch}]: accounting mismatch {totals}")
+        files = describe_output(self.store, self.prefix, ordered)
         success = StageSuccess(
             stage=self.stage,
             batch=self.batch,
@@ -377,7 +391,15 @@ class StageRun:
             units_computed=computed,
             units_skipped=skipped,
             seconds=round(seconds, 4),
-            files=describe_output(self.store, self.prefix, ordered),
+            files=files,
+            cost={
+                "cpu_seconds": round(sum(m.cpu_seconds for m in ordered), 4),
+                "bytes_read": sum(m.bytes_read for m in ordered),
+                "bytes_written": sum(
+                    files[name]["bytes"] for m in ordered for name in m.files if name in files
+                ),
+                "bytes_stored": sum(entry["bytes"] for entry in files.values()),
+            },
         )
         self.store.write_json(layout.success_marker(self.prefix), success.to_json())
         log.info(

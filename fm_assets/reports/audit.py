@@ -8,6 +8,7 @@ record was lost (every check's outcome per batch and stage).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from fm_assets.engine import layout
@@ -16,6 +17,7 @@ from fm_assets.engine.landing import list_complete_batches, read_batch_manifest
 from fm_assets.engine.records import StageSuccess
 from fm_assets.engine.refs import read_ref, read_success_at
 from fm_assets.engine.store import ObjectStore
+from fm_assets.reports import compliance_sections, data_sections
 from fm_assets.reports.verify import verify_root
 from fm_assets.stages.names import ALL_STAGE_NAMES
 
@@ -48,7 +50,11 @@ def media_check_summary(stages: dict[str, Any]) -> dict[str, Any]:
     return summary
 
 
-def build_audit(store: ObjectStore, dataset: str | None = None) -> dict[str, Any]:
+def build_audit(
+    store: ObjectStore, dataset: str | None = None, *, releases_of: str | None = None
+) -> dict[str, Any]:
+    """The audit of every batch (or of ``dataset``'s latest release); ``releases_of`` names the dataset whose
+    per-namespace releases the compliance sections describe (default: ``dataset``)."""
     batches = list_complete_batches(store)
     release = None
     if dataset and store.exists(layout.dataset_latest(dataset)):
@@ -114,7 +120,9 @@ def build_audit(store: ObjectStore, dataset: str | None = None) -> dict[str, Any
     integrity = verify_root(store, dataset=dataset if release else None, quick=True)
     return {
         "dataset": release,
-        "batches": per_batch,
+        "compliance": compliance_sections.build_sections(store, releases_of or dataset or ""),
+        "batches": compliance_sections.with_namespaces(store, per_batch),
+        "evidence": data_sections.build_evidence(store, batches),
         "licences": dict(licences),
         "failed_checks": failed_checks,
         "all_checks_passed": not failed_checks and integrity.ok,
@@ -124,3 +132,55 @@ def build_audit(store: ObjectStore, dataset: str | None = None) -> dict[str, Any
             "findings": [vars(f) for f in integrity.findings],
         },
     }
+
+
+def markdown_header(audit: dict[str, Any]) -> list[str]:
+    dataset = audit["dataset"]
+    scope = f"dataset {dataset['name']} version {dataset['version']}" if dataset else "every landed batch"
+    verdict = "all checks passed" if audit["all_checks_passed"] else "SOME CHECKS FAILED (see below)"
+    return [
+        "# Compliance audit",
+        "",
+        f"Scope: {scope}. Result: {verdict}. Integrity: "
+        f"{'no damage found' if audit['integrity']['ok'] else 'DAMAGE FOUND'} ({audit['integrity']['checked']}).",
+        "",
+    ]
+
+
+def markdown_batches(audit: dict[str, Any]) -> list[str]:
+    rows = []
+    for row in audit["batches"]:
+        checks = [c for stage in row["stages"].values() for c in stage["checks"].values()]
+        rows.append(
+            f"| {row['batch']} | {row['source']} | {row['license']} | {row['namespace']} | "
+            f"{row.get('effective_namespace') or '-'} | {row['documents_landed']:,} | {row['documents_in_shards']:,} | "
+            f"{sum(1 for c in checks if c['passed'])}/{len(checks)} | "
+            f"{compliance_sections.release_status(audit, row['batch'])} |"
+        )
+    header = [
+        "## Batches",
+        "",
+        "| batch | source | licence | landed as | namespace | docs landed | docs in shards | checks passed | release |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    failed = [f"- failed check: {name}" for name in audit["failed_checks"]]
+    return [*header, *rows, "", *failed, *([""] if failed else [])]
+
+
+# Each section renders a list of Markdown lines from the audit; add a section by appending its function.
+MARKDOWN_SECTIONS: list[Callable[[dict[str, Any]], list[str]]] = [
+    markdown_header,
+    compliance_sections.markdown_releases,
+    markdown_batches,
+    compliance_sections.markdown_quarantine,
+    compliance_sections.markdown_licences,
+    compliance_sections.markdown_revocations,
+    data_sections.markdown_pii,
+    data_sections.markdown_contamination,
+    data_sections.markdown_quality,
+]
+
+
+def render_markdown(audit: dict[str, Any]) -> str:
+    """The audit as a Markdown document someone can attach to a ticket."""
+    return "\n".join(line for section in MARKDOWN_SECTIONS for line in section(audit)) + "\n"

@@ -51,6 +51,11 @@ def stage_report(store: ObjectStore, batch: str, stage: str) -> dict[str, Any] |
         "cache_hit": ref.last_cache_hit,
         "wall_seconds": ref.last_wall_seconds,
         "compute_seconds": success.seconds,
+        # cost metering (reports/cost.py sums these per namespace, source and team)
+        "cpu_seconds": success.cost.get("cpu_seconds"),
+        "bytes_read": success.cost.get("bytes_read"),
+        "bytes_written": success.cost.get("bytes_written"),
+        "bytes_stored": success.cost.get("bytes_stored"),
     }
 
 

@@ -23,7 +23,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from fm_assets.engine import layout
 from fm_assets.engine.hashing import sha256_bytes
-from fm_assets.engine.landing import list_complete_batches
+from fm_assets.engine.landing import held_for_review, list_complete_batches
 from fm_assets.engine.locks import store_lock
 from fm_assets.engine.refs import EarlierBatchPending, read_ref, read_success
 from fm_assets.engine.store import ObjectStore, iter_parquet_batches
@@ -141,7 +141,7 @@ def training_batch(store: ObjectStore) -> str:
     Raises ``TokenizerError`` when nothing is landed, ``EarlierBatchPending`` while that batch has no
     ``decontaminate`` output yet (its run is still going, or it has not been run).
     """
-    landed = list_complete_batches(store)
+    landed = [b for b in list_complete_batches(store) if not held_for_review(store, b)]  # never unreviewed
     if not landed:
         raise TokenizerError(
             "cannot train a tokenizer: no landing batch is complete yet (land one with `fm land`, or set "

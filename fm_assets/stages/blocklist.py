@@ -9,7 +9,7 @@ from __future__ import annotations
 from fm_assets.engine.kinds.removal import RemovalDecision
 from fm_assets.engine.kinds.spark_removal import SparkRemovalStage, details_json
 from fm_assets.engine.stage import SideInputs, StageContext
-from fm_assets.side_inputs.blocklists import BlocklistSource
+from fm_assets.side_inputs.blocklists import BlocklistSource, with_revocations
 from fm_assets.transforms.blocklist.lists import Blocklists
 
 BLOCKLISTS = "blocklists"
@@ -24,7 +24,7 @@ class BlocklistStage(SparkRemovalStage):
 
     def side_inputs(self, ctx: StageContext) -> SideInputs:
         source: BlocklistSource = ctx.resource(BLOCKLISTS)
-        lists = source.load()
+        lists = with_revocations(source.load(), ctx.store, ctx.batch)  # + `fm revoke` records for this batch
         return SideInputs({"blocklists": lists.fingerprint()}, lists)
 
     def enabled(self, ctx: StageContext) -> bool:

@@ -1,7 +1,9 @@
 """decontaminate: drop documents that share word n-grams with the evaluation sets (mandatory before shards).
 
 The eval registry is a side input (``side_inputs.eval_registry``): its index fingerprint is in the stage
-key, so a new eval set recomputes decontaminate and everything after it.
+key, so a new eval set recomputes decontaminate and everything after it. Each removal names the benchmarks
+it overlaps (reject details) and is counted per benchmark (``eval_removed:<benchmark>`` in the stage's
+extra), which the card and the audit report.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from fm_assets.engine.stage import SideInputs, StageContext
 from fm_assets.engine.store import iter_parquet_batches
 from fm_assets.engine.verdict import KEEP, Verdict
 from fm_assets.side_inputs.eval_registry import EvalRegistry
-from fm_assets.transforms.text.decontam import ContaminationIndex
+from fm_assets.transforms.text.decontam import BenchmarkIndex
 
 EVAL_REGISTRY = "eval_registry"
+REMOVED_PREFIX = "eval_removed:"  # + benchmark name: documents removed that overlap that benchmark
 
 
 CHECK_SAMPLE_PER_PART = 256  # kept documents re-scanned per part by the check (the stage scanned them all)
@@ -34,7 +37,7 @@ def check_no_contamination(store, success: StageSuccess, stage: Any) -> CheckOut
     """
     if not success.config["enabled"]:
         return CheckOutcome(True, {"enabled": False}, "decontamination disabled by configuration")
-    index = EvalRegistry(success.artifacts.get("eval_registry")).index()
+    index = EvalRegistry.from_spec(success.artifacts.get("eval_registry")).index()
     if index.fingerprint() != success.inputs.get("eval_index"):
         return CheckOutcome(
             False,
@@ -64,14 +67,24 @@ def check_no_contamination(store, success: StageSuccess, stage: Any) -> CheckOut
             "contaminated_in_sample": leaked,
             "removed": removed,
             "eval_index": index.fingerprint(),
+            "removed_by_benchmark": removals_by_benchmark(success),
         },
         "every document was scanned by the stage and a re-scanned sample of kept documents shares no eval n-gram",
     )
 
 
+def removals_by_benchmark(success: StageSuccess) -> dict[str, int]:
+    """Documents removed per benchmark (a document overlapping two benchmarks counts for both)."""
+    return {
+        key.removeprefix(REMOVED_PREFIX): int(value)
+        for key, value in sorted(success.extra.items())
+        if key.startswith(REMOVED_PREFIX)
+    }
+
+
 class DecontaminateStage(RecordStage):
     name = "decontaminate"
-    code_version = "decontam-v1"
+    code_version = "decontam-v2"
     upstream = "normalize"
     description = "Eval-set n-gram overlap removal."
     checks = (
@@ -87,29 +100,31 @@ class DecontaminateStage(RecordStage):
     def side_inputs(self, ctx: StageContext) -> SideInputs:
         if not ctx.settings.decontaminate:
             return SideInputs()
-        registry: EvalRegistry = ctx.resource(EVAL_REGISTRY)
-        index = registry.index()
+        index: BenchmarkIndex = ctx.resource(EVAL_REGISTRY).index()
         return SideInputs({"eval_index": index.fingerprint()}, index)
 
     def judge(self, ctx: StageContext, record: dict[str, Any], metrics: dict[str, Any]) -> Verdict:
         if not ctx.settings.decontaminate:
             return KEEP
-        index: ContaminationIndex = ctx.side.data
+        index: BenchmarkIndex = ctx.side.data
         metrics["eval_scanned_docs"] = metrics.get("eval_scanned_docs", 0) + 1
         matches, fraction = index.check(record["text"])
-        if matches >= ctx.settings.decontam_min_matches:
-            return Verdict.drop(
-                "eval_contamination", {"matching_ngrams": matches, "fraction": round(fraction, 6)}
-            )
-        return KEEP
+        if matches < ctx.settings.decontam_min_matches:
+            return KEEP
+        benchmarks = index.attribute(record["text"])
+        for name in benchmarks:
+            metrics[REMOVED_PREFIX + name] = metrics.get(REMOVED_PREFIX + name, 0) + 1
+        return Verdict.drop(
+            "eval_contamination",
+            {"matching_ngrams": matches, "fraction": round(fraction, 6), "benchmarks": benchmarks},
+        )
 
     def complete(
         self, ctx: StageContext, prepared: Any, output_prefix: str, markers: list[UnitMarker]
     ) -> dict[str, Any]:
         if not ctx.settings.decontaminate:
             return {}
-        registry: EvalRegistry = ctx.resource(EVAL_REGISTRY)
-        return {"eval_registry": registry.path}
+        return {"eval_registry": ctx.resource(EVAL_REGISTRY).spec()}
 
 
 STAGE = DecontaminateStage()

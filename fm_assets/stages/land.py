@@ -14,9 +14,11 @@ lists them with what they are in its unit markers, and ``media_land`` takes them
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from fm_assets.compliance.namespaces import require_processable
 from fm_assets.engine import layout
 from fm_assets.engine.hashing import sha256_file
 from fm_assets.engine.landing import BatchManifest, read_batch_manifest
@@ -50,8 +52,13 @@ class LandStage(Stage):
 
     def side_inputs(self, ctx: StageContext) -> SideInputs:
         manifest = read_batch_manifest(ctx.store, ctx.batch)
+        # an unreviewed or rejected quarantine batch stops here, before anything is written
+        namespace = require_processable(ctx.store, ctx.batch)
         # the manifest's own hash too: its licence/namespace go into every record
-        return SideInputs({"landing": manifest.data_version, "manifest": manifest.sha256}, manifest)
+        versions = {"landing": manifest.data_version, "manifest": manifest.sha256}
+        if namespace.decision_sha256:  # a promotion changes the namespace every record carries
+            versions["promotion"] = namespace.decision_sha256
+        return SideInputs(versions, replace(manifest, namespace=namespace.name or manifest.namespace))
 
     def plan(self, ctx: StageContext) -> list[WorkUnit]:
         """Files in path order, grouped into units of about ``land_unit_bytes``: the unit count follows bytes,

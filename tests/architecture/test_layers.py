@@ -15,6 +15,7 @@ LAYERS = [
     ("fm_assets.settings",),
     ("fm_assets.engine",),
     ("fm_assets.transforms",),
+    ("fm_assets.compliance",),
     ("fm_assets.side_inputs",),
     ("fm_assets.stages",),
     ("fm_assets.datasets", "fm_assets.reports", "fm_assets.sample_data", "fm_assets.data"),

@@ -34,7 +34,7 @@ def test_graph_shape_and_profiles():
     keys = {key.to_user_string() for key in graph.get_all_asset_keys()}
     assert set(STAGE_NAMES) <= keys and "dataset_release" in keys
     by_name = {key.to_user_string(): key for key in graph.get_all_asset_keys()}
-    side_inputs = {"tokenizer", "blocklists", "eval_registry"}
+    side_inputs = {"tokenizer", "blocklists", "eval_registry", "quality_model"}
     for before, after in pairwise(STAGE_NAMES):  # every stage depends on exactly the previous one
         parents = {key.to_user_string() for key in graph.get(by_name[after]).parent_keys}
         assert parents - side_inputs == {before}
@@ -43,6 +43,7 @@ def test_graph_shape_and_profiles():
         ("tokenize", "tokenizer"),
         ("blocklist", "blocklists"),
         ("decontaminate", "eval_registry"),
+        ("filter", "quality_model"),
     ):
         assert side_input in {key.to_user_string() for key in graph.get(by_name[stage]).parent_keys}
     prod = build_definitions(

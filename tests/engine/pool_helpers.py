@@ -27,7 +27,9 @@ from fm_resources.pipeline_config import PipelineConfigResource
 
 BATCH = "b-pool"
 CHAIN = ("land", "validate", "pii_preflag", "filter")
-TIMING_FIELDS = ("seconds",)  # wall-clock fields: the only ones allowed to differ between runs
+# run-dependent fields, the only ones allowed to differ between runs: wall-clock time and cost metering (CPU
+# seconds; bytes stored, which include the unit markers holding those timings)
+TIMING_FIELDS = ("seconds", "cpu_seconds", "cost")
 
 
 def side_resources(**extra: Any) -> dict[str, Any]:

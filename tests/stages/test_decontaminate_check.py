@@ -34,7 +34,7 @@ def output_with(store: ObjectStore, texts: list[str], scanned: int | None = None
         config={"enabled": True, "min_matches": 1},
         inputs={"eval_index": EvalRegistry().index().fingerprint()}, data_version="x", units=["u0"],
         parts=[rel], rejects=[], counts=Counts(n, n, 0, n, 0), rejects_by_reason={},
-        extra={"eval_scanned_docs": n if scanned is None else scanned}, artifacts={"eval_registry": None},
+        extra={"eval_scanned_docs": n if scanned is None else scanned}, artifacts={"eval_registry": EvalRegistry().spec()},
         units_computed=1, units_skipped=0, seconds=0.0,
     )  # fmt: skip
 

@@ -102,3 +102,46 @@ def load_eval_texts(name: str = DEFAULT_EVAL_FILE) -> list[dict]:
 def load_default_eval_index(n: int = DEFAULT_N) -> ContaminationIndex:
     """Index over the shipped eval set (cached per process)."""
     return ContaminationIndex.build((item["text"] for item in load_eval_texts()), n=n)
+
+
+@dataclass(frozen=True)
+class BenchmarkIndex:
+    """One ``ContaminationIndex`` over every registered benchmark, plus one per benchmark for attribution.
+
+    A document is checked once against the combined index; only a document that matches is looked up in
+    each benchmark's index to say which benchmarks it overlaps (removals are counted per benchmark).
+    """
+
+    combined: ContaminationIndex
+    per_benchmark: tuple[tuple[str, ContaminationIndex], ...]
+
+    @classmethod
+    def build(cls, benchmarks: Iterable[tuple[str, Iterable[str]]], n: int = DEFAULT_N) -> BenchmarkIndex:
+        indexes = tuple((name, ContaminationIndex.build(texts, n=n)) for name, texts in benchmarks)
+        keys = [index.hashes for _, index in indexes]
+        combined = np.unique(np.concatenate(keys)) if keys else np.empty(0, dtype=np.uint64)
+        return cls(ContaminationIndex(n=n, hashes=combined.astype(np.uint64)), indexes)
+
+    @property
+    def n(self) -> int:
+        return self.combined.n
+
+    def __len__(self) -> int:
+        return len(self.combined)
+
+    def fingerprint(self) -> str:
+        """Changes when any benchmark's n-grams, a benchmark's name or the hashing scheme changes."""
+        names = "|".join(f"{name}={index.fingerprint()}" for name, index in self.per_benchmark)
+        return hashlib.sha256(f"{self.combined.fingerprint()}|{names}".encode()).hexdigest()[:16]
+
+    def check(self, text: str) -> tuple[int, float]:
+        return self.combined.check(text)
+
+    def attribute(self, text: str) -> dict[str, int]:
+        """Matching n-grams per benchmark (benchmarks with none left out)."""
+        found = {}
+        for name, index in self.per_benchmark:
+            matches, _ = index.check(text)
+            if matches:
+                found[name] = matches
+        return found

@@ -1,4 +1,4 @@
-"""PII pre-flagging: count likely personal data by kind. Records are flagged, never edited here.
+"""PII detection: find likely personal data by kind, with character spans (what the PII policy redacts).
 
 Kinds: ``email``, ``phone``, ``ipv4``, ``ipv6``, ``credit_card`` (Luhn + issuer prefix), ``iban``
 (country length + ISO 7064 mod-97), ``us_ssn``.
@@ -85,12 +85,15 @@ def iban_valid(candidate: str) -> bool:
     return int(number) % 97 == 1
 
 
-def _count_emails(text: str) -> int:
-    return sum(1 for m in _EMAIL.finditer(text) if not _RESERVED_EMAIL_DOMAIN.search(m.group(1)))
+Span = tuple[int, int]  # [start, end) character offsets
 
 
-def _count_ipv4(text: str) -> int:
-    count = 0
+def _emails(text: str) -> list[Span]:
+    return [m.span() for m in _EMAIL.finditer(text) if not _RESERVED_EMAIL_DOMAIN.search(m.group(1))]
+
+
+def _ipv4s(text: str) -> list[Span]:
+    spans = []
     for m in _IPV4.finditer(text):
         octets = m.group(0).split(".")
         if all(int(o) < 64 for o in octets):  # 1.2.3.4, 2.6.32.5, "Section 11.1.7.3": numbering
@@ -104,12 +107,12 @@ def _count_ipv4(text: str) -> int:
         except ValueError:
             continue
         if addr.is_global and not addr.is_multicast:
-            count += 1
-    return count
+            spans.append(m.span())
+    return spans
 
 
-def _count_ipv6(text: str) -> int:
-    count = 0
+def _ipv6s(text: str) -> list[Span]:
+    spans = []
     for m in _IPV6_CANDIDATE.finditer(text):
         candidate = m.group(0)
         if candidate.count(":") < 2 or sum(c in "0123456789abcdefABCDEF" for c in candidate) < 4:
@@ -119,21 +122,16 @@ def _count_ipv6(text: str) -> int:
         except ValueError:
             continue
         if addr in _GLOBAL_UNICAST and addr.is_global:
-            count += 1
-    return count
+            spans.append(m.span())
+    return spans
 
 
-def _count_phones(text: str) -> int:
-    count = 0
-    for m in _PHONE.finditer(text):
-        digits = sum(ch.isdigit() for ch in m.group(0))
-        if 10 <= digits <= 15:
-            count += 1
-    return count
+def _phones(text: str) -> list[Span]:
+    return [m.span() for m in _PHONE.finditer(text) if 10 <= sum(ch.isdigit() for ch in m.group(0)) <= 15]
 
 
-def _count_cards(text: str) -> int:
-    count = 0
+def _cards(text: str) -> list[Span]:
+    spans = []
     for m in _CARD.finditer(text):
         raw = m.group(0)
         if " " in raw and "-" in raw:  # mixed separators: a number table, not a card
@@ -145,40 +143,45 @@ def _count_cards(text: str) -> int:
             and len(set(digits)) > 2
             and luhn_valid(digits)
         ):
-            count += 1
-    return count
+            spans.append(m.span())
+    return spans
 
 
-def _count_ibans(text: str) -> int:
-    return sum(1 for m in _IBAN.finditer(text) if iban_valid(m.group(1)))
+def _ibans(text: str) -> list[Span]:
+    return [m.span(1) for m in _IBAN.finditer(text) if iban_valid(m.group(1))]
 
 
-def _count_ssns(text: str) -> int:
-    count = 0
+def _ssns(text: str) -> list[Span]:
+    spans = []
     for m in _SSN.finditer(text):
         area, group, serial = m.groups()
         if area in ("000", "666") or area.startswith("9") or group == "00" or serial == "0000":
             continue
-        count += 1
-    return count
+        spans.append(m.span())
+    return spans
 
 
-_COUNTERS = {
-    "email": _count_emails,
-    "phone": _count_phones,
-    "ipv4": _count_ipv4,
-    "ipv6": _count_ipv6,
-    "credit_card": _count_cards,
-    "iban": _count_ibans,
-    "us_ssn": _count_ssns,
+_FINDERS = {
+    "email": _emails,
+    "phone": _phones,
+    "ipv4": _ipv4s,
+    "ipv6": _ipv6s,
+    "credit_card": _cards,
+    "iban": _ibans,
+    "us_ssn": _ssns,
 }
+
+
+def find_pii_spans(text: str) -> dict[str, list[Span]]:
+    """Spans per PII kind found in ``text``; kinds with no match are left out ({} = nothing found)."""
+    found: dict[str, list[Span]] = {}
+    for kind, finder in _FINDERS.items():
+        spans = finder(text)
+        if spans:
+            found[kind] = spans
+    return found
 
 
 def find_pii(text: str) -> dict[str, int]:
     """Counts per PII kind found in ``text``; kinds with no match are left out ({} = nothing found)."""
-    found: dict[str, int] = {}
-    for kind, counter in _COUNTERS.items():
-        n = counter(text)
-        if n:
-            found[kind] = n
-    return found
+    return {kind: len(spans) for kind, spans in find_pii_spans(text).items()}

@@ -1,0 +1,172 @@
+"""``fm revoke``: record a revocation, re-run what it affects, and write its blast-radius report."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+from typing import Any
+
+from rich.console import Console
+
+from fm_assets.compliance import blast_radius, revocation_report
+from fm_assets.compliance.namespaces import require_processable
+from fm_assets.compliance.revocations import RevocationError, record_revocation
+from fm_assets.engine.refs import read_success_at
+from fm_assets.engine.store import ObjectStore
+from fm_assets.settings import Settings
+
+RUN_LOOKBACK = 10_000  # materialization records read per asset when naming the runs
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "revoke",
+        help="revoke a (source, licence) pair or document hashes: record, re-run, blast-radius report",
+    )
+    p.add_argument("--source", help="revoke every document of this source ('*': any)")
+    p.add_argument("--license", help="revoke every document under this licence ('*': any)")
+    p.add_argument(
+        "--doc-hash",
+        action="append",
+        default=[],
+        help="sha256 of a document's text (repeatable)",
+    )
+    p.add_argument(
+        "--reason",
+        help="why (required; goes into the report and the revoked manifests)",
+    )
+    p.add_argument("--requested-by", help="who asked for it (ticket, person)")
+    p.add_argument(
+        "--no-run",
+        action="store_true",
+        help="record and report only; re-run later with `fm run`",
+    )
+    return p
+
+
+def producing_runs(
+    settings: Settings,
+    store: ObjectStore,
+    shard_prefixes: set[str],
+    release_versions: set[str],
+) -> list[dict[str, Any]]:
+    """The Dagster runs that wrote the shard outputs and the release versions that held revoked documents."""
+    from dagster import AssetKey, AssetRecordsFilter
+
+    from fm_assets.cli.runner import dagster_instance
+
+    instance = dagster_instance(settings)
+    store_versions: dict[str, str] = {}
+    batches = set()
+    for prefix in shard_prefixes:
+        success = read_success_at(store, prefix)
+        store_versions[success.data_version] = prefix
+        batches.add(success.batch)
+    runs = []
+    if batches:
+        records = instance.fetch_materializations(
+            AssetRecordsFilter(asset_key=AssetKey("shard"), asset_partitions=sorted(batches)),
+            limit=RUN_LOOKBACK,
+        ).records
+        for record in records:
+            materialization = record.asset_materialization
+            version = (materialization.tags or {}).get("dagster/data_version") if materialization else None
+            if version in store_versions:
+                runs.append(_run_row(instance, record, "shard", store_versions[version]))
+    records = instance.fetch_materializations(AssetKey("dataset_release"), limit=RUN_LOOKBACK).records
+    for record in records:
+        metadata = record.asset_materialization.metadata if record.asset_materialization else {}
+        paths = [
+            str(getattr(value, "value", value)) for key, value in metadata.items() if key.endswith("manifest")
+        ]
+        if any(f"/{version}/" in path for path in paths for version in release_versions):
+            runs.append(_run_row(instance, record, "dataset_release", None))
+    return sorted(runs, key=lambda row: row["at"])
+
+
+def _run_row(instance: Any, record: Any, asset: str, output: str | None) -> dict[str, Any]:
+    run = instance.get_run_by_id(record.run_id)
+    return {
+        "run_id": record.run_id,
+        "job": run.job_name if run else "",
+        "asset": asset,
+        "partition": record.partition_key,
+        "output": output,
+        "at": dt.datetime.fromtimestamp(record.timestamp, dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def run(args: argparse.Namespace, settings: Settings, store: ObjectStore, console: Console) -> int:
+    from fm_assets.cli.runner import run_batches
+    from fm_assets.defs.resources import build_resources
+
+    try:
+        revocation = record_revocation(
+            store,
+            reason=args.reason,
+            requested_by=args.requested_by,
+            source=args.source,
+            license_id=args.license,
+            doc_hashes=args.doc_hash,
+        )
+    except RevocationError as exc:
+        console.print(f"[red]fm revoke: {exc}[/red]", highlight=False)
+        return 2
+    console.print(
+        f"recorded revocation {revocation.id} ({revocation.describe()})",
+        highlight=False,
+    )
+    affected = blast_radius.affected_documents(store, revocation)
+    console.print(f"{len(affected.doc_ids):,} document(s) affected in {len(affected.batches)} batch(es)")
+    rerun: dict[str, Any] = {"ran": False}
+    if not args.no_run and affected.batches:
+        processable = [b for b in affected.batches if _processable(store, b)]
+        failures = run_batches(settings, processable, release=True, console=console)
+        rerun = {"ran": True, "batches": processable, "failures": failures}
+        for batch, message in failures.items():
+            console.print(f"[red]re-run of {batch} failed: {message}[/red]", highlight=False)
+    resources = build_resources(settings)
+    lance = resources["lance"]
+    releases = blast_radius.locate_in_releases(store, affected)
+    report = revocation_report.build_report(
+        store,
+        revocation,
+        affected,
+        dataset=settings.dataset_name,
+        catalog=resources["iceberg"].catalog(),
+        lance_cloud_uri=lance.documents(),
+        lance_options=lance.storage_options() or None,
+        runs=producing_runs(
+            settings,
+            store,
+            {path.rsplit("/", 1)[0] for r in releases for path in r["shards"]},
+            {r["version"] for r in releases},
+        ),
+        rerun=rerun,
+    )
+    revocation_report.apply_marks(store, revocation, report)
+    json_rel, md_rel = revocation_report.write_report(store, report)
+    console.print(
+        f"{len(report['dataset_versions'])} dataset version(s), {len(report['shards'])} shard(s), "
+        f"{len(report['iceberg_snapshots'])} Iceberg snapshot(s), {len(report['lance_versions'])} Lance version(s) "
+        f"and {len(report['runs'])} run(s) held them; {len(report.get('marked_revoked', []))} version(s) marked revoked"
+    )
+    console.print(f"report: {store.uri(md_rel)} (JSON: {store.uri(json_rel)})", highlight=False)
+    if args.no_run:
+        console.print("not re-run (--no-run): `fm run` removes the documents from the next releases")
+        return 0
+    if not report["verified"]:
+        console.print("[red]verification failed: revoked documents are still in the newest releases[/red]")
+        return 1
+    console.print("[green]verified: no revoked document in the shards of the newest releases[/green]")
+    return 0
+
+
+def _processable(store: ObjectStore, batch: str) -> bool:
+    from fm_assets.compliance.namespaces import QuarantinedBatchError
+
+    try:
+        require_processable(store, batch)
+    except QuarantinedBatchError:
+        return False
+    return True

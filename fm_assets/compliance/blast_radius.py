@@ -1,0 +1,305 @@
+"""The blast radius of a revocation: where the revoked documents were, and proof they are gone now.
+
+``affected_documents`` finds the revoked documents by id (a (source, licence) revocation: every document of
+the batches landed with that pair; a hash revocation: the documents whose text sha256 matches, as the
+blocklist stage hashes them). ``locate`` then finds every dataset version and shard (from the shard stage's
+row table: the doc ids of every row), every Iceberg snapshot and every Lance version that held one of them,
+and ``verify_latest`` reads the bytes of the shards the newest releases reference (the ``.json`` member of
+every sample) and counts revoked documents in them: zero is the proof.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import logging
+import posixpath
+import tarfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyiceberg.catalog import Catalog
+from pyiceberg.expressions import In
+
+from fm_assets.compliance.namespaces import curated_table_name, lance_uri, release_name
+from fm_assets.compliance.promotions import RELEASE_NAMESPACES
+from fm_assets.compliance.revocations import Revocation, matches_batch
+from fm_assets.engine import layout
+from fm_assets.engine.landing import list_complete_batches, read_batch_manifest
+from fm_assets.engine.refs import read_ref, read_success, read_success_at
+from fm_assets.engine.store import ObjectStore
+from fm_loader.manifest import DatasetManifest
+
+log = logging.getLogger(__name__)
+HASH_STAGE = "dedup"  # the blocklist stage's input: its text is what a document hash is computed over
+READ_ROWS = 4096
+
+
+@dataclass
+class AffectedDocuments:
+    doc_ids: set[str] = field(default_factory=set)
+    batches: list[str] = field(default_factory=list)  # batches holding at least one of them
+
+
+def _iter_parts(store: ObjectStore, parts: list[str], columns: list[str]) -> Iterator[pa.RecordBatch]:
+    for part in parts:
+        with store.open(part) as handle:
+            yield from pq.ParquetFile(handle).iter_batches(batch_size=READ_ROWS, columns=columns)
+
+
+def affected_documents(store: ObjectStore, revocation: Revocation) -> AffectedDocuments:
+    """The documents ``revocation`` covers, by doc id, over every landed batch."""
+    found = AffectedDocuments()
+    hashes = set(revocation.doc_hashes)
+    for batch in list_complete_batches(store):
+        ids: set[str] = set()
+        if revocation.by_pair:
+            manifest = read_batch_manifest(store, batch)
+            if matches_batch(revocation, manifest.source, manifest.license) and read_ref(
+                store, "land", batch
+            ):
+                for chunk in _iter_parts(store, read_success(store, "land", batch).parts, ["doc_id"]):
+                    ids.update(chunk.column("doc_id").to_pylist())
+        elif read_ref(store, HASH_STAGE, batch) is not None:
+            parts = read_success(store, HASH_STAGE, batch).parts
+            for chunk in _iter_parts(store, parts, ["doc_id", "text"]):
+                for doc_id, text in zip(
+                    chunk.column("doc_id").to_pylist(),
+                    chunk.column("text").to_pylist(),
+                    strict=True,
+                ):
+                    if hashlib.sha256((text or "").encode()).hexdigest() in hashes:
+                        ids.add(doc_id)
+        if ids:
+            found.doc_ids |= ids
+            found.batches.append(batch)
+    return found
+
+
+def base_doc_id(doc_id: str) -> str:
+    """A packed piece ``<id>@<offset>`` (a document split over rows) belongs to document ``<id>``."""
+    return doc_id.split("@", 1)[0]
+
+
+class ShardRows:
+    """shard output folder -> {tar name -> doc ids}, read once from the shard stage's row table."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        self.store = store
+        self._cache: dict[str, dict[str, set[str]]] = {}
+
+    def docs(self, shard_path: str) -> set[str]:
+        prefix, name = posixpath.split(shard_path)
+        if prefix not in self._cache:
+            table: dict[str, set[str]] = {}
+            success = read_success_at(self.store, prefix)
+            for chunk in _iter_parts(self.store, success.parts, ["shard", "doc_ids"]):
+                for shard, ids in zip(
+                    chunk.column("shard").to_pylist(),
+                    chunk.column("doc_ids").to_pylist(),
+                    strict=True,
+                ):
+                    table.setdefault(shard, set()).update(base_doc_id(i) for i in ids or ())
+            self._cache[prefix] = table
+        return self._cache[prefix].get(name, set())
+
+
+def dataset_versions(store: ObjectStore) -> Iterator[tuple[str, str]]:
+    """(dataset, version) of every release under ``datasets/``."""
+    for folder in store.list("datasets"):
+        name = folder.rsplit("/", 1)[-1]
+        for entry in store.list(folder):
+            version = entry.rsplit("/", 1)[-1]
+            if store.exists(layout.dataset_manifest(name, version)):
+                yield name, version
+
+
+def latest_version(store: ObjectStore, name: str) -> str | None:
+    rel = layout.dataset_latest(name)
+    return store.read_json(rel)["version"] if store.exists(rel) else None
+
+
+def read_release(store: ObjectStore, name: str, version: str) -> DatasetManifest:
+    return DatasetManifest.from_json(store.read_bytes(layout.dataset_manifest(name, version)))
+
+
+def shard_paths(name: str, version: str, manifest: DatasetManifest) -> list[str]:
+    """Store-relative paths of the shards a release references."""
+    folder = layout.dataset_dir(name, version)
+    return [layout.normalize_path(f"{folder}/{entry.path}") for entry in manifest.shards]
+
+
+def locate_in_releases(store: ObjectStore, affected: AffectedDocuments) -> list[dict[str, Any]]:
+    """Every dataset version with a shard that holds an affected document (shards and counts named)."""
+    rows = ShardRows(store)
+    found = []
+    for name, version in sorted(dataset_versions(store)):
+        manifest = read_release(store, name, version)
+        shards = {}
+        for path in shard_paths(name, version, manifest):
+            hit = rows.docs(path) & affected.doc_ids
+            if hit:
+                shards[path] = len(hit)
+        if shards:
+            found.append(
+                {
+                    "dataset": name,
+                    "version": version,
+                    "namespace": manifest.namespace,
+                    "latest": latest_version(store, name) == version,
+                    "already_revoked": manifest.revoked,
+                    "shards": shards,
+                    "documents": len({d for p in shards for d in rows.docs(p) & affected.doc_ids}),
+                }
+            )
+    return found
+
+
+def _count_ids(table: pa.Table, ids: set[str]) -> int:
+    return sum(1 for doc_id in table.column("doc_id").to_pylist() if doc_id in ids)
+
+
+def locate_in_iceberg(catalog: Catalog, affected: AffectedDocuments) -> list[dict[str, Any]]:
+    """Every snapshot of every namespace's curated table that held an affected document."""
+    found = []
+    if not affected.batches:
+        return found
+    for namespace in RELEASE_NAMESPACES:
+        name = curated_table_name(namespace)
+        if not catalog.table_exists(name):
+            continue
+        table = catalog.load_table(name)
+        current = table.current_snapshot()
+        for snapshot in table.snapshots():
+            scan = table.scan(
+                snapshot_id=snapshot.snapshot_id,
+                row_filter=In("batch", affected.batches),  # pyright: ignore[reportCallIssue] (In.__new__ vs its model)
+                selected_fields=("doc_id",),
+            )
+            count = _count_ids(scan.to_arrow(), affected.doc_ids)
+            if count:
+                found.append(
+                    {
+                        "table": name,
+                        "snapshot_id": snapshot.snapshot_id,
+                        "committed_at": dt.datetime.fromtimestamp(
+                            snapshot.timestamp_ms / 1000, dt.timezone.utc
+                        ).isoformat(timespec="seconds"),
+                        "current": current is not None and current.snapshot_id == snapshot.snapshot_id,
+                        "documents": count,
+                    }
+                )
+    return found
+
+
+def locate_in_lance(
+    cloud_uri: str,
+    affected: AffectedDocuments,
+    storage_options: dict[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    """Every version of every namespace's Lance documents dataset that held an affected document."""
+    import lance  # imported here: lance warns when a process that imported it forks
+
+    found = []
+    if not affected.batches:
+        return found
+    batch_filter = "batch IN ({})".format(", ".join(f"'{b}'" for b in affected.batches))
+    for namespace in RELEASE_NAMESPACES:
+        uri = lance_uri(cloud_uri, namespace)
+        try:
+            dataset = lance.dataset(uri, storage_options=storage_options)
+        except (ValueError, FileNotFoundError, OSError):
+            continue
+        for entry in dataset.versions():
+            version = lance.dataset(uri, version=entry["version"], storage_options=storage_options)
+            count = _count_ids(
+                version.to_table(columns=["doc_id"], filter=batch_filter),
+                affected.doc_ids,
+            )
+            if count:
+                found.append(
+                    {
+                        "uri": uri,
+                        "version": entry["version"],
+                        "current": entry["version"] == dataset.version,
+                        "documents": count,
+                    }
+                )
+    return found
+
+
+def scan_shard_bytes(store: ObjectStore, path: str) -> tuple[int, set[str]]:
+    """(samples, doc ids) read from a shard's own bytes: the ``.json`` member of every sample."""
+    samples, ids = 0, set()
+    with store.open(path) as handle, tarfile.open(fileobj=handle, mode="r|") as tar:
+        for member in tar:
+            if member.isfile() and member.name.endswith(".json"):
+                extracted = tar.extractfile(member)
+                if extracted is not None:
+                    samples += 1
+                    ids.update(base_doc_id(i) for i in json.loads(extracted.read()).get("doc_ids", ()))
+    return samples, ids
+
+
+def verify_latest(store: ObjectStore, dataset: str, affected: AffectedDocuments) -> list[dict[str, Any]]:
+    """For the newest release of every namespace: scan each shard's bytes for the affected documents."""
+    checked = []
+    for namespace in RELEASE_NAMESPACES:
+        name = release_name(dataset, namespace)
+        version = latest_version(store, name)
+        if version is None:
+            continue
+        manifest = read_release(store, name, version)
+        samples, found, shards = 0, set(), 0
+        for path in shard_paths(name, version, manifest):
+            n, ids = scan_shard_bytes(store, path)
+            samples += n
+            shards += 1
+            found |= ids & affected.doc_ids
+        checked.append(
+            {
+                "dataset": name,
+                "version": version,
+                "namespace": namespace,
+                "shards_scanned": shards,
+                "samples_scanned": samples,
+                "revoked_documents_found": len(found),
+                "examples": sorted(found)[:10],
+                "ok": not found,
+            }
+        )
+    return checked
+
+
+def mark_revoked(
+    store: ObjectStore,
+    name: str,
+    version: str,
+    revocation: Revocation,
+    superseded_by: str | None,
+) -> bool:
+    """Mark a release that held revoked documents as revoked, in its manifest and card (rewritten atomically:
+    the one edit a release ever gets). A release already marked keeps its first mark; returns whether it was
+    marked now."""
+    manifest = read_release(store, name, version)
+    if manifest.revoked:
+        return False
+    mark = {
+        "at": revocation.at,
+        "reason": revocation.reason,
+        "revocation_id": revocation.id,
+        "superseded_by": superseded_by,
+    }
+    store.write_bytes(
+        layout.dataset_manifest(name, version),
+        replace(manifest, revoked=mark).to_json().encode(),
+    )
+    card_rel = layout.dataset_card(name, version)
+    if store.exists(card_rel):
+        store.write_json(card_rel, {**store.read_json(card_rel), "revoked": mark})
+    log.info("release %s/%s marked revoked (%s)", name, version, revocation.id)
+    return True

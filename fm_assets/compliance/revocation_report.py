@@ -1,0 +1,212 @@
+"""The revocation report: the blast radius in JSON (for machines) and Markdown (for a legal ticket).
+
+``build_report`` puts together what ``blast_radius`` found (releases, shards, Iceberg snapshots, Lance
+versions), the runs that produced them (passed in: they come from the Dagster instance), the newest releases
+that no longer hold the documents and the byte-level verification of their shards; ``apply_marks`` marks
+every older release that held them as revoked. Both are written under ``compliance/revocations/<id>/``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyiceberg.catalog import Catalog
+
+from fm_assets.compliance import blast_radius, paths
+from fm_assets.compliance.revocations import Revocation
+from fm_assets.engine.store import ObjectStore
+
+
+def build_report(
+    store: ObjectStore,
+    revocation: Revocation,
+    affected: blast_radius.AffectedDocuments,
+    *,
+    dataset: str,
+    catalog: Catalog | None,
+    lance_cloud_uri: str | None,
+    lance_options: dict[str, str] | None = None,
+    runs: list[dict[str, Any]] | None = None,
+    rerun: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    releases = blast_radius.locate_in_releases(store, affected)
+    held = {(r["dataset"], r["version"]) for r in releases}
+    verification = blast_radius.verify_latest(store, dataset, affected)
+    new_versions = [v for v in verification if (v["dataset"], v["version"]) not in held]
+    shards = sorted({path for r in releases for path in r["shards"]})
+    iceberg = blast_radius.locate_in_iceberg(catalog, affected) if catalog is not None else []
+    lance = blast_radius.locate_in_lance(lance_cloud_uri, affected, lance_options) if lance_cloud_uri else []
+    return {
+        "revocation": revocation.to_json(),
+        "affected": {"documents": len(affected.doc_ids), "batches": affected.batches},
+        "rerun": rerun or {},
+        "dataset_versions": releases,
+        "shards": shards,
+        "iceberg_snapshots": iceberg,
+        "lance_versions": lance,
+        "runs": runs or [],
+        "new_versions": [{"dataset": v["dataset"], "version": v["version"]} for v in new_versions],
+        "verification": verification,
+        "verified": bool(verification) and all(v["ok"] for v in verification),
+        "still_present": {
+            "iceberg_current": [s for s in iceberg if s["current"]],
+            "lance_current": [v for v in lance if v["current"]],
+        },
+    }
+
+
+def apply_marks(store: ObjectStore, revocation: Revocation, report: dict[str, Any]) -> list[dict[str, Any]]:
+    """Mark every release version that held revoked documents; superseded by the newest clean version of
+    the same dataset, when there is one."""
+    clean = {v["dataset"]: v["version"] for v in report["new_versions"]}
+    marked = []
+    for entry in report["dataset_versions"]:
+        superseded_by = clean.get(entry["dataset"])
+        if blast_radius.mark_revoked(store, entry["dataset"], entry["version"], revocation, superseded_by):
+            marked.append(
+                {
+                    "dataset": entry["dataset"],
+                    "version": entry["version"],
+                    "superseded_by": superseded_by,
+                }
+            )
+    report["marked_revoked"] = marked
+    return marked
+
+
+def write_report(store: ObjectStore, report: dict[str, Any]) -> tuple[str, str]:
+    """Write report.json and report.md; returns their store-relative paths."""
+    revocation_id = report["revocation"]["id"]
+    json_rel, md_rel = (
+        paths.revocation_report(revocation_id, "json"),
+        paths.revocation_report(revocation_id, "md"),
+    )
+    store.write_json(json_rel, report)
+    store.write_bytes(md_rel, render_markdown(report).encode())
+    return json_rel, md_rel
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    if not rows:
+        return ["_none_", ""]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(cell).replace("|", "\\|") for cell in row) + " |" for row in rows]
+    return [*lines, ""]
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    r = report["revocation"]
+    what = (
+        f"source `{r['source']}`, licence `{r['license']}`"
+        if r.get("source")
+        else (f"{len(r['doc_hashes'])} document hash(es)")
+    )
+    verdict = (
+        "VERIFIED: none of the revoked documents is in the newest releases"
+        if report["verified"]
+        else ("NOT VERIFIED: revoked documents are still present (see Verification)")
+    )
+    lines = [
+        f"# Revocation {r['id']}",
+        "",
+        f"- **What**: {what}",
+        f"- **Why**: {r['reason']}",
+        f"- **Requested by**: {r.get('requested_by') or 'not given'}",
+        f"- **Recorded at**: {r['at']}",
+        f"- **Documents affected**: {report['affected']['documents']:,} in {len(report['affected']['batches'])} batch(es)",
+        f"- **Result**: {verdict}",
+        "",
+        "## Dataset versions that contained them",
+        "",
+        *_table(
+            [
+                "dataset",
+                "version",
+                "namespace",
+                "documents",
+                "shards",
+                "latest when found",
+            ],
+            [
+                [
+                    v["dataset"],
+                    v["version"],
+                    v["namespace"],
+                    v["documents"],
+                    len(v["shards"]),
+                    v["latest"],
+                ]
+                for v in report["dataset_versions"]
+            ],
+        ),
+        "## Versions marked revoked",
+        "",
+        *_table(
+            ["dataset", "version", "superseded by"],
+            [
+                [m["dataset"], m["version"], m["superseded_by"] or "-"]
+                for m in report.get("marked_revoked", [])
+            ],
+        ),
+        "## Shards that contained them",
+        "",
+        *_table(["shard"], [[s] for s in report["shards"]]),
+        "## Iceberg snapshots that contained them",
+        "",
+        *_table(
+            ["table", "snapshot", "committed", "documents", "current"],
+            [
+                [
+                    s["table"],
+                    s["snapshot_id"],
+                    s["committed_at"],
+                    s["documents"],
+                    s["current"],
+                ]
+                for s in report["iceberg_snapshots"]
+            ],
+        ),
+        "## Lance versions that contained them",
+        "",
+        *_table(
+            ["dataset", "version", "documents", "current"],
+            [[v["uri"], v["version"], v["documents"], v["current"]] for v in report["lance_versions"]],
+        ),
+        "## Runs that produced them",
+        "",
+        *_table(
+            ["run id", "job", "asset", "partition", "at"],
+            [
+                [
+                    x["run_id"],
+                    x.get("job", ""),
+                    x["asset"],
+                    x.get("partition") or "-",
+                    x["at"],
+                ]
+                for x in report["runs"]
+            ],
+        ),
+        "## New versions without them",
+        "",
+        *_table(
+            ["dataset", "version"],
+            [[v["dataset"], v["version"]] for v in report["new_versions"]],
+        ),
+        "## Verification (the bytes of every shard of the newest releases)",
+        "",
+        *_table(
+            ["dataset", "version", "shards", "samples", "revoked documents found"],
+            [
+                [
+                    v["dataset"],
+                    v["version"],
+                    v["shards_scanned"],
+                    v["samples_scanned"],
+                    v["revoked_documents_found"],
+                ]
+                for v in report["verification"]
+            ],
+        ),
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,148 @@
+"""Revocations: a recorded request to remove documents from every future release, with its reason.
+
+A revocation names a (source, licence) pair (``*`` for any) or document hashes (sha256 of the UTF-8 text, as
+the blocklist stage computes them). It is written once to ``compliance/revocations/<id>.json`` and every
+recorded revocation feeds the blocklist stage's lists (``side_inputs.blocklists.with_revocations``), so the
+list fingerprint, and with it the stage key of blocklist and everything after it, changes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from fm_assets.compliance import paths
+from fm_assets.engine import spdx
+from fm_assets.engine.landing import read_batch_manifest
+from fm_assets.engine.store import ObjectStore
+from fm_assets.transforms.blocklist.lists import WILDCARD, Blocklists
+
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+class RevocationError(ValueError):
+    """A revocation request that cannot be recorded; the message says what is missing."""
+
+
+@dataclass(frozen=True)
+class Revocation:
+    id: str
+    at: str
+    reason: str
+    requested_by: str
+    source: str | None = None  # with license: a (source, licence) pair; "*" matches any
+    license: str | None = None
+    doc_hashes: tuple[str, ...] = ()
+
+    @property
+    def by_pair(self) -> bool:
+        return self.source is not None or self.license is not None
+
+    def describe(self) -> str:
+        if self.by_pair:
+            return f"source {self.source or WILDCARD}, licence {self.license or WILDCARD}"
+        return f"{len(self.doc_hashes)} document hash(es)"
+
+    def to_json(self) -> dict[str, Any]:
+        obj = asdict(self)
+        obj["doc_hashes"] = list(self.doc_hashes)
+        return obj
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> Revocation:
+        return cls(
+            id=obj["id"],
+            at=obj["at"],
+            reason=obj["reason"],
+            requested_by=obj.get("requested_by") or "",
+            source=obj.get("source"),
+            license=obj.get("license"),
+            doc_hashes=tuple(obj.get("doc_hashes") or ()),
+        )
+
+
+def record_revocation(
+    store: ObjectStore,
+    *,
+    reason: str | None = None,
+    requested_by: str | None = None,
+    source: str | None = None,
+    license_id: str | None = None,
+    doc_hashes: list[str] | None = None,
+    now: dt.datetime | None = None,
+) -> Revocation:
+    """Validate and record one revocation; returns it (its id names the record and the report)."""
+    if not reason or not reason.strip():
+        raise RevocationError("a revocation needs --reason: legal must be able to say why data was removed")
+    hashes = tuple(sorted({h.strip().lower() for h in doc_hashes or () if h.strip()}))
+    bad = [h for h in hashes if not SHA256.match(h)]
+    if bad:
+        raise RevocationError(f"--doc-hash {bad[0]!r} is not a sha256 hex digest (64 hex characters)")
+    by_pair = source is not None or license_id is not None
+    if by_pair == bool(hashes):
+        raise RevocationError("name what to revoke: --source and/or --license, or --doc-hash (not both)")
+    if by_pair and (source or WILDCARD) == WILDCARD and (license_id or WILDCARD) == WILDCARD:
+        raise RevocationError("--source * --license * would revoke everything; name a source or a licence")
+    if license_id and license_id != WILDCARD:
+        try:
+            license_id = spdx.normalize(license_id)  # the spelling landing recorded
+        except spdx.LicenceError as exc:
+            raise RevocationError(f"--license: {exc}") from None
+    when = now or dt.datetime.now(dt.timezone.utc)
+    body = repr((source, license_id, hashes, reason, when.isoformat()))
+    revocation = Revocation(
+        id=f"{when.strftime('%Y%m%dT%H%M%S%fZ')}-{hashlib.sha256(body.encode()).hexdigest()[:8]}",
+        at=when.isoformat(timespec="seconds"),
+        reason=reason.strip(),
+        requested_by=(requested_by or "").strip(),
+        source=(source or WILDCARD) if by_pair else None,
+        license=(license_id or WILDCARD) if by_pair else None,
+        doc_hashes=hashes,
+    )
+    store.write_json(paths.revocation(revocation.id), revocation.to_json())
+    return revocation
+
+
+def list_revocations(store: ObjectStore) -> list[Revocation]:
+    """Every recorded revocation, oldest first."""
+    found = [
+        Revocation.from_json(store.read_json(rel))
+        for rel in store.list(paths.revocations_dir())
+        if rel.endswith(".json")
+    ]
+    return sorted(found, key=lambda r: r.id)
+
+
+def read_revocation(store: ObjectStore, revocation_id: str) -> Revocation:
+    rel = paths.revocation(revocation_id)
+    if not store.exists(rel):
+        raise RevocationError(f"no revocation {revocation_id} (see `fm audit`)")
+    return Revocation.from_json(store.read_json(rel))
+
+
+def revocation_blocklists(store: ObjectStore, batch: str | None = None) -> Blocklists:
+    """The blocklist entries the recorded revocations add (revoked pairs and document hashes). For ``batch``:
+    only the pairs that match its landed (source, licence), which every one of its records carries, so a
+    revocation of another source leaves this batch's lists (and its blocklist key) unchanged."""
+    revocations = list_revocations(store)
+    if batch is not None and any(r.by_pair for r in revocations):
+        manifest = read_batch_manifest(store, batch)
+        revocations = [
+            r for r in revocations if not r.by_pair or matches_batch(r, manifest.source, manifest.license)
+        ]
+    return Blocklists(
+        doc_hashes=tuple(h for r in revocations for h in r.doc_hashes),
+        revoked=tuple((r.source or WILDCARD, r.license or WILDCARD) for r in revocations if r.by_pair),
+    ).normalised()
+
+
+def matches_batch(revocation: Revocation, source: str, licence: str) -> bool:
+    """Whether a (source, licence) revocation covers a batch of ``source`` under ``licence``."""
+    return (
+        revocation.by_pair
+        and revocation.source in (WILDCARD, source)
+        and revocation.license in (WILDCARD, licence)
+    )

@@ -1,0 +1,85 @@
+"""The eval registry sees real benchmarks: passages planted in a batch are removed and counted per benchmark."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from fm_assets.engine.landing import land_batch
+from fm_assets.engine.refs import write_ref
+from fm_assets.engine.run import run_stage
+from fm_assets.engine.stage import StageContext
+from fm_assets.engine.store import ObjectStore
+from fm_assets.side_inputs.benchmarks import BenchmarkUnavailableError, load_benchmark, user_jsonl
+from fm_assets.side_inputs.blocklists import BlocklistSource
+from fm_assets.side_inputs.eval_registry import EvalRegistry
+from fm_assets.stages.decontaminate import removals_by_benchmark
+from fm_assets.stages.registry import STAGES
+from fm_resources.pipeline_config import PipelineConfigResource
+from tests.stages.test_stages_unit import real_texts, write_jsonl
+
+
+def test_builtin_benchmarks_come_from_the_installed_packages():
+    humaneval = load_benchmark("humaneval")
+    assert len(humaneval.passages) == 164 and "def " in humaneval.passages[0]
+    gsm8k = load_benchmark("lm_eval:gsm8k")
+    assert any("15 trees" in passage for passage in gsm8k.passages)
+    assert len(load_benchmark("lm_eval:mmlu").passages) > 100
+    with pytest.raises(BenchmarkUnavailableError, match="unknown benchmark"):
+        load_benchmark("no_such_benchmark")
+
+
+def test_registry_version_changes_with_any_benchmark(tmp_path):
+    base = EvalRegistry(benchmarks=("humaneval",))
+    assert (
+        base.index().fingerprint()
+        != EvalRegistry(benchmarks=("humaneval", "lm_eval:gsm8k")).index().fingerprint()
+    )
+    user = tmp_path / "mine.jsonl.gz"
+    passage = (
+        "a private benchmark passage that nobody should train on because it is held out for grading " * 2
+    )
+    user.write_bytes(gzip.compress(json.dumps({"text": passage, "benchmark": "secret"}).encode()))
+    with_user = EvalRegistry(str(user), ("humaneval",))
+    assert with_user.index().fingerprint() != base.index().fingerprint()
+    assert [b.name for b in user_jsonl(str(user))] == ["user:secret"]
+    assert with_user.index().attribute(passage) == {"user:secret": len(passage.split()) - 13 + 1}
+
+
+def _plant(host: str, passage: str) -> str:
+    """``passage`` inserted in the middle of a real document (so the filters still keep it)."""
+    paragraphs = host.split("\n")
+    middle = len(paragraphs) // 2
+    return "\n".join([*paragraphs[:middle], passage, *paragraphs[middle:]])
+
+
+@pytest.mark.slow
+def test_planted_benchmark_passages_are_removed_and_counted_per_benchmark(tmp_path, real_sample):
+    planted = {
+        "humaneval": load_benchmark("humaneval").passages[7],
+        "lm_eval:gsm8k": load_benchmark("lm_eval:gsm8k").passages[2],
+        "lm_eval:mmlu": load_benchmark("lm_eval:mmlu").passages[40],
+        "lm_eval:bbh": load_benchmark("lm_eval:bbh").passages[10],
+    }
+    hosts = real_texts(real_sample, 10)
+    texts = hosts[:6] + [
+        _plant(host, passage) for host, passage in zip(hosts[6:], planted.values(), strict=True)
+    ]
+    store = ObjectStore(str(tmp_path / "root"))
+    batch = land_batch(
+        store, write_jsonl(tmp_path / "a.jsonl", texts), source="a", license_id="MIT", namespace="cloud"
+    ).batch
+    settings = PipelineConfigResource(progress=False, near_dedup=False)
+    side = {"blocklists": BlocklistSource(), "eval_registry": EvalRegistry()}
+    for stage in STAGES:
+        outcome = run_stage(stage, StageContext(store, batch, settings, side))
+        write_ref(store, stage.name, batch, outcome.success, cache_hit=outcome.cache_hit, wall_seconds=0.0)
+        if stage.name == "decontaminate":
+            break
+    success = outcome.success
+    assert success.counts.records_in == 10, "every planted document reached decontaminate"
+    assert success.rejects_by_reason == {"eval_contamination": 4}
+    assert removals_by_benchmark(success) == dict.fromkeys(planted, 1)
+    assert success.counts.records_in == success.counts.records_out + success.counts.records_rejected
