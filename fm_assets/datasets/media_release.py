@@ -15,6 +15,9 @@ import posixpath
 from dataclasses import replace
 from typing import Any
 
+from fm_assets.compliance.licence_policy import LicencePolicy, load_policy
+from fm_assets.compliance.namespaces import effective_namespace, release_name
+from fm_assets.datasets.release import licence_held_back_reason
 from fm_assets.engine import layout
 from fm_assets.engine.checks import read_check_outcomes, stage_checks
 from fm_assets.engine.hashing import stable_hash
@@ -27,16 +30,16 @@ from fm_loader.media.manifest import MediaManifest
 
 SHARD_STAGE = "media_shard"
 MODALITIES = {"image": "image-text", "audio": "audio-text"}
-UNRELEASED_NAMESPACES = ("quarantine",)
 
 
 def media_dataset_name(name: str, modality: str, namespace: str) -> str:
-    suffix = "" if namespace == "cloud" else f"-{namespace}"
-    return f"{name}-{MODALITIES[modality]}{suffix}"
+    """``<name>-image-text`` for cloud, ``<name>-image-text-<namespace>`` otherwise (text's naming rule)."""
+    return release_name(f"{name}-{MODALITIES[modality]}", namespace)
 
 
-def media_held_back_reason(store: ObjectStore, batch: str) -> str | None:
-    """Why ``batch``'s media cannot be released now (None: its media shards are current)."""
+def media_held_back_reason(store: ObjectStore, batch: str, policy: LicencePolicy) -> str | None:
+    """Why ``batch``'s media cannot be released now (None: its media shards are current, its namespace
+    is a release namespace and the licence policy admits it there)."""
     current: dict[str, str] = {}
     for stage in MEDIA_STAGES:
         failure = read_failure(store, stage.name, batch)
@@ -54,18 +57,19 @@ def media_held_back_reason(store: ObjectStore, batch: str) -> str | None:
     for upstream, stage in itertools.pairwise(MEDIA_STAGE_NAMES):
         if read_success(store, stage, batch).inputs.get(upstream) != current[upstream]:
             return f"{stage}'s output was built from an older {upstream} output (`fm run {batch}`)"
-    namespace = read_batch_manifest(store, batch).namespace
-    if namespace in UNRELEASED_NAMESPACES:
-        return f"namespace {namespace} is released only after a recorded promotion"
-    return None
+    namespace = effective_namespace(store, batch).name
+    if namespace is None:
+        return "quarantine batch: released only after a recorded promotion (`fm quarantine promote`)"
+    return licence_held_back_reason(store, batch, namespace, policy)
 
 
 def assemble_media_release(store: ObjectStore, name: str) -> dict[str, Any]:
     """Write one version per (modality, namespace) that has samples; returns what was released."""
     held_back: list[dict[str, str]] = []
     current: list[str] = []
+    policy = load_policy(store)
     for batch in list_complete_batches(store):
-        reason = media_held_back_reason(store, batch)
+        reason = media_held_back_reason(store, batch, policy)
         if reason is None:
             current.append(batch)
         else:
@@ -73,7 +77,8 @@ def assemble_media_release(store: ObjectStore, name: str) -> dict[str, Any]:
     groups: dict[tuple[str, str], list[tuple[str, Any, MediaManifest]]] = {}
     for batch in current:
         success = read_success(store, SHARD_STAGE, batch)
-        namespace = read_batch_manifest(store, batch).namespace
+        namespace = effective_namespace(store, batch).name
+        assert namespace is not None  # media_held_back_reason held the others back
         for modality, rel in sorted(success.artifacts.get("manifests", {}).items()):
             manifest = MediaManifest.from_json(store.read_bytes(rel))
             groups.setdefault((modality, namespace), []).append((batch, success, manifest))

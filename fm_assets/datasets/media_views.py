@@ -1,4 +1,5 @@
-"""The Lance media views: ``images`` (with a JPEG thumbnail per image) and ``audio``, one row per released sample.
+"""The Lance media views: ``images`` (with a JPEG thumbnail per image) and ``audio``, one row per released sample,
+one pair of datasets per release namespace.
 
 Rows come from every batch's ``media_shard`` output (the sample's shard and position, shape, caption and its
 token count, licence, namespace, raw and normalized hashes) plus the batch's source; each image's thumbnail
@@ -18,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from PIL import Image
 
+from fm_assets.compliance.namespaces import DEFAULT_NAMESPACE, lance_uri
 from fm_assets.datasets.views import LANCE_INPUTS_KEY, LANCE_LOCK, stage_versions
 from fm_assets.engine.hashing import stable_hash
 from fm_assets.engine.landing import read_batch_manifest
@@ -65,10 +67,14 @@ AUDIO_SCHEMA = pa.schema(
 SCHEMAS = {"image": IMAGES_SCHEMA, "audio": AUDIO_SCHEMA}
 
 
-def media_lance_uris(documents_uri: str) -> dict[str, str]:
-    """The images and audio datasets beside the documents dataset."""
+def media_lance_uris(documents_uri: str, namespace: str = DEFAULT_NAMESPACE) -> dict[str, str]:
+    """The images and audio datasets of ``namespace`` beside the documents dataset (``images.lance`` for
+    cloud, ``images_<namespace>.lance`` otherwise: namespaces are walls, as for documents)."""
     folder = documents_uri.rsplit("/", 1)[0]
-    return {"image": f"{folder}/images.lance", "audio": f"{folder}/audio.lance"}
+    return {
+        "image": lance_uri(f"{folder}/images.lance", namespace),
+        "audio": lance_uri(f"{folder}/audio.lance", namespace),
+    }
 
 
 def _view_row(modality: str, row: dict[str, Any], source: str, media: bytes | None) -> dict[str, Any]:
@@ -138,12 +144,17 @@ def iter_view_batches(store: ObjectStore, modality: str, batches: list[str]) -> 
 
 
 def write_media_lance(
-    store: ObjectStore, uris: dict[str, str], storage_options: dict[str, str] | None = None
+    store: ObjectStore,
+    uris: dict[str, str],
+    storage_options: dict[str, str] | None = None,
+    *,
+    namespace: str = DEFAULT_NAMESPACE,
 ) -> dict[str, Any]:
-    """Rewrite the images and audio datasets unless their inputs are unchanged; returns what each holds."""
+    """Rewrite ``namespace``'s images and audio datasets (only the batches whose effective namespace it is)
+    unless their inputs are unchanged; returns what each holds."""
     import lance  # imported here, as in views.py: lance warns when a process that imported it forks
 
-    versions = stage_versions(store, SHARD_STAGE)
+    versions = stage_versions(store, SHARD_STAGE, namespace)
     batches = sorted(versions)
     inputs_version = stable_hash([(batch, versions[batch]) for batch in batches])
     result: dict[str, Any] = {"inputs_version": inputs_version}

@@ -23,6 +23,7 @@ from fm_assets.compliance.namespaces import (
     curated_table_name,
     lance_uri,
 )
+from fm_assets.compliance.promotions import RELEASE_NAMESPACES
 from fm_assets.datasets.media_views import SHARD_STAGE as MEDIA_SHARD_STAGE
 from fm_assets.datasets.media_views import media_lance_uris, write_media_lance
 from fm_assets.datasets.views import (
@@ -33,6 +34,7 @@ from fm_assets.datasets.views import (
     curated_table,
     expected_curated_rows,
     foreign_rows,
+    stage_versions,
     sync_curated_namespaces,
     write_documents_lance_namespaces,
 )
@@ -152,16 +154,21 @@ VIEW_ASSETS = [curated_documents, documents_lance]
 def media_lance(context: AssetExecutionContext) -> MaterializeResult:
     store = context.resources.store.store()
     lance_resource = context.resources.lance
-    uris = media_lance_uris(lance_resource.documents())
-    result = write_media_lance(store, uris, lance_resource.storage_options() or None)
+    metadata: dict[str, Any] = {}
+    versions = {}
+    for namespace in RELEASE_NAMESPACES:
+        uris = media_lance_uris(lance_resource.documents(), namespace)
+        if namespace != DEFAULT_NAMESPACE and not stage_versions(store, MEDIA_SHARD_STAGE, namespace):
+            continue  # no media of that namespace yet: no empty datasets
+        result = write_media_lance(store, uris, lance_resource.storage_options() or None, namespace=namespace)
+        versions[namespace] = result["inputs_version"]
+        prefix = _prefix(namespace)
+        metadata[f"{prefix}images_uri"] = MetadataValue.path(uris["image"])
+        metadata[f"{prefix}audio_uri"] = MetadataValue.path(uris["audio"])
+        metadata[f"{prefix}images"] = result["image"]["rows"]
+        metadata[f"{prefix}audio"] = result["audio"]["rows"]
     return MaterializeResult(
-        data_version=DataVersion(result["inputs_version"]),
-        metadata={
-            "images_uri": MetadataValue.path(uris["image"]),
-            "audio_uri": MetadataValue.path(uris["audio"]),
-            "images": result["image"]["rows"],
-            "audio": result["audio"]["rows"],
-        },
+        data_version=DataVersion(stable_hash(sorted(versions.items()))), metadata=metadata
     )
 
 

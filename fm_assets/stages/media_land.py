@@ -13,9 +13,11 @@ from __future__ import annotations
 import contextlib
 import hashlib
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from fm_assets.compliance.namespaces import require_processable
 from fm_assets.engine import layout
 from fm_assets.engine.hashing import sha256_file
 from fm_assets.engine.landing import BatchManifest, read_batch_manifest
@@ -55,7 +57,7 @@ def batch_media_groups(ctx: StageContext) -> list[MediaGroup]:
 
 class MediaLandStage(Stage):
     name = "media_land"
-    code_version = "media-land-v3"
+    code_version = "media-land-v4"
     upstream = None
     description = (
         "Media files, tars and media JSONL -> image/audio samples with their text; media bytes into the CAS."
@@ -70,7 +72,12 @@ class MediaLandStage(Stage):
 
     def side_inputs(self, ctx: StageContext) -> SideInputs:
         manifest = read_batch_manifest(ctx.store, ctx.batch)
-        return SideInputs({"landing": manifest.data_version, "manifest": manifest.sha256}, manifest)
+        # as in land: an unreviewed or rejected quarantine batch stops here; a promoted one carries its target
+        namespace = require_processable(ctx.store, ctx.batch)
+        versions = {"landing": manifest.data_version, "manifest": manifest.sha256}
+        if namespace.decision_sha256:
+            versions["promotion"] = namespace.decision_sha256
+        return SideInputs(versions, replace(manifest, namespace=namespace.name or manifest.namespace))
 
     def plan(self, ctx: StageContext) -> list[WorkUnit]:
         manifest: BatchManifest = ctx.side.data
