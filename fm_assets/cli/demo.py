@@ -1,4 +1,5 @@
-"""``fm demo``: real public text -> three landing batches -> every stage -> shards read back and decoded."""
+"""``fm demo``: real public text (and, unless ``--no-media``, images and audio) -> landing batches -> every
+stage of both chains -> shards read back and decoded, one ``fm_loader`` batch of each kind."""
 
 from __future__ import annotations
 
@@ -30,26 +31,67 @@ def _ensure_sample(root: Path, max_docs: int, console: Console) -> dict:
     return summary
 
 
+def _ensure_media_sample(root: Path, max_samples: int, console: Console) -> dict:
+    """The handbook figures and the English Asterisk prompts (``max_samples`` of each); no packages: none."""
+    from fm_assets.sample_data.media import fetch_media_sample_data
+
+    sample = root / "sample_media"
+    summary_file = sample / "summary.json"
+    if summary_file.exists():
+        return json.loads(summary_file.read_text())
+    console.print(f"fetching real public images and audio into {sample} ...")
+    summary = fetch_media_sample_data(sample, max_samples=max_samples, audio_languages=("en",))
+    for error in summary["errors"]:
+        console.print(f"[yellow]media sample data: {error}[/yellow]")
+    sample.mkdir(parents=True, exist_ok=True)
+    summary_file.write_text(json.dumps(summary, indent=2))
+    return summary
+
+
 def _ensure_batches(store: ObjectStore, sample: dict, console: Console) -> list[str]:
     landed = {read_batch_manifest(store, b).source: b for b in list_complete_batches(store)}
     batches = []
     for package, info in sorted(sample["packages"].items()):
-        if package in landed:
-            batches.append(landed[package])
+        source = (
+            f"{package}-{info['modality']}" if "modality" in info else package
+        )  # handbook: text and image
+        if source in landed:
+            batches.append(landed[source])
             continue
         manifest = land_batch(
             store,
-            Path(sample["dest"]) / package,
-            source=package,
+            Path(info["folder"]) if "folder" in info else Path(sample["dest"]) / package,
+            source=source,
             license_id=info["license"],
             namespace="cloud",
         )
-        console.print(f"landed {package} ({info['docs']} docs) as batch {manifest.batch}")
+        what = f"{info['docs']} docs" if "docs" in info else f"{info['samples']} {info['modality']} samples"
+        console.print(f"landed {package} ({what}) as batch {manifest.batch}")
         batches.append(manifest.batch)
     return batches
 
 
-def run_demo(settings: Settings, *, max_docs: int, console: Console, out: Console) -> int:
+def _show_media(store: ObjectStore, name: str, out: Console) -> None:
+    """One ``MediaLoader`` batch of each released media dataset."""
+    from fm_assets.datasets.media_release import MODALITIES, media_dataset_name
+    from fm_loader.media.loader import MediaLoader
+
+    for modality in sorted(MODALITIES):
+        dataset = media_dataset_name(name, modality, "cloud")
+        if not store.exists(layout.dataset_latest(dataset)):
+            continue
+        version = store.read_json(layout.dataset_latest(dataset))["version"]
+        manifest_path = store.uri(layout.dataset_manifest(dataset, version))
+        with MediaLoader(manifest_path, global_batch_size=4, seed=0) as loader:
+            batch = next(iter(loader))
+        shapes = {key: tuple(v.shape) for key, v in batch.items() if hasattr(v, "shape")}
+        out.print(f"[bold]dataset {dataset} version {version}[/bold]: {manifest_path}")
+        out.print(f"fm_loader.media {modality} batch shapes: {shapes}; text[0]: {batch['text'][0][:80]!r}")
+
+
+def run_demo(
+    settings: Settings, *, max_docs: int, console: Console, out: Console, media_samples: int = 0
+) -> int:
     from fm_loader import Loader, read_rows
 
     if settings.is_remote:
@@ -59,6 +101,8 @@ def run_demo(settings: Settings, *, max_docs: int, console: Console, out: Consol
     store = ObjectStore(str(root))
     sample = _ensure_sample(root, max_docs, console)
     batches = _ensure_batches(store, sample, console)
+    if media_samples:  # after the text batches: the tokenizer trains on the earliest batch's text
+        batches += _ensure_batches(store, _ensure_media_sample(root, media_samples, console), console)
     failures = run_batches(settings, batches, console=console)
     if failures:
         for batch, message in failures.items():
@@ -86,4 +130,6 @@ def run_demo(settings: Settings, *, max_docs: int, console: Console, out: Consol
     batch = next(iter(loader))
     shapes = {key: tuple(value.shape) for key, value in batch.items()}
     out.print(f"fm_loader batch shapes: {shapes}")
+    if media_samples:
+        _show_media(store, name, out)
     return 0

@@ -388,7 +388,8 @@ def cmd_repair(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     from fm_assets.cli.demo import run_demo
 
-    return run_demo(settings, max_docs=args.max_docs, console=console, out=out)
+    media_samples = 0 if args.no_media else args.media_samples
+    return run_demo(settings, max_docs=args.max_docs, console=console, out=out, media_samples=media_samples)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -486,8 +487,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-release", action="store_true", help="do not re-assemble the dataset release")
     p.set_defaults(func=cmd_repair)
 
-    p = sub.add_parser("demo", help="sample data -> 3 batches -> run -> report -> read shards back")
+    p = sub.add_parser(
+        "demo", help="sample text, images and audio -> 5 batches -> run -> report -> read shards back"
+    )
     p.add_argument("--max-docs", type=int, default=1500, help="documents per package")
+    p.add_argument("--media-samples", type=int, default=60, help="image-text and audio-text samples (each)")
+    p.add_argument("--no-media", action="store_true", help="text only (no image or audio batches)")
     p.set_defaults(func=cmd_demo)
     return parser
 

@@ -156,15 +156,33 @@ def pending_earlier(store: ObjectStore, stage: str, batch: str) -> list[str]:
     ]
 
 
+class EarlierBatchFailed(RuntimeError):
+    """An earlier batch this one depends on has no ``stage`` output because its latest run of ``stage``
+    failed: waiting would wait for nothing (nobody re-runs a failed batch by itself), so this fails now."""
+
+    def __init__(self, stage: str, waiter: str, failed: dict[str, str]) -> None:
+        self.stage, self.waiter, self.failed = stage, waiter, dict(failed)
+        listed = "; ".join(f"{b}: {error}" for b, error in list(self.failed.items())[:NAMED_BATCHES])
+        super().__init__(
+            f"{waiter} cannot run: its cross-batch state must cover every earlier landed batch, and the latest "
+            f"`{stage}` run of {len(self.failed)} of them failed ({listed}). Fix that and run them first: "
+            f"`fm run {' '.join(list(self.failed)[:NAMED_BATCHES])}`; then this batch."
+        )
+
+
 def earlier_outputs(store: ObjectStore, stage: str, batch: str) -> list[PriorOutput]:
     """The committed outputs of ``stage`` for every batch that sorts before ``batch`` (cross-batch indexes).
 
     Batches are ordered by id (landing order). The prior set is every earlier landed complete batch (plus
     any earlier batch that has output without a landing, which serial runs would see too), so it is the
     same for serial and concurrent runs: if an earlier landed batch has no ``stage`` output yet this raises
-    ``EarlierBatchPending`` instead of returning a partial set.
+    ``EarlierBatchPending`` instead of returning a partial set, or ``EarlierBatchFailed`` when that batch's
+    latest run of ``stage`` failed (its failure record is removed by its next success).
     """
     missing = pending_earlier(store, stage, batch)
+    failed = {b: error for b in missing if (error := read_failure(store, stage, b)) is not None}
+    if failed:
+        raise EarlierBatchFailed(stage, f"{stage}[{batch}]", failed)
     if missing:
         raise EarlierBatchPending(stage, f"{stage}[{batch}]", missing)
     found = []

@@ -112,8 +112,10 @@ class MediaNearDedupStage(SparkRemovalStage):
         }
         prior = nodes["prior"].to_pylist()
         ids = nodes["doc_id"].to_pylist()
-        mine = nodes.filter(pa.array([not p for p in prior]))
-        kept = nodes.filter(pa.array([not p and i not in removed for p, i in zip(prior, ids, strict=True)]))
+        mine = nodes.filter(pa.array([not p for p in prior], type=pa.bool_()))
+        kept = nodes.filter(
+            pa.array([not p and i not in removed for p, i in zip(prior, ids, strict=True)], type=pa.bool_())
+        )
         stats = {
             "engine": engine,
             "images": mine.num_rows,
