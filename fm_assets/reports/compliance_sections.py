@@ -14,34 +14,45 @@ from fm_assets.compliance.promotions import (
     read_decision,
 )
 from fm_assets.compliance.revocations import list_revocations
+from fm_assets.datasets.media_release import MODALITIES, media_dataset_name
 from fm_assets.engine import layout
 from fm_assets.engine.landing import list_complete_batches, read_batch_manifest
 from fm_assets.engine.store import ObjectStore
 
 
 def releases(store: ObjectStore, dataset: str) -> list[dict[str, Any]]:
-    """The newest release of every namespace: version, batches, rows, tokens, held-back batches, revoked mark."""
+    """The newest release of every namespace and kind (text, image-text, audio-text): version, the batches with
+    data in it, rows (text) or samples (media), tokens, held-back batches, revoked mark."""
     found = []
     for namespace in RELEASE_NAMESPACES:
-        name = release_name(dataset, namespace)
-        latest = layout.dataset_latest(name)
-        if not store.exists(latest):
-            continue
-        version = store.read_json(latest)["version"]
-        card = store.read_json(layout.dataset_card(name, version))
-        found.append(
-            {
-                "dataset": name,
-                "namespace": namespace,
-                "version": version,
-                "batches": [entry["batch"] for entry in card.get("batches", [])],
-                "rows": card.get("rows"),
-                "tokens": card.get("tokens"),
-                "held_back": card.get("held_back", []),
-                "licence_exceptions": [b for b in card.get("batches", []) if "licence_exception" in b],
-                "revoked": card.get("revoked"),
-            }
-        )
+        names = [("text", release_name(dataset, namespace))] + [
+            (kind, media_dataset_name(dataset, modality, namespace)) for modality, kind in MODALITIES.items()
+        ]
+        for kind, name in names:
+            latest = layout.dataset_latest(name)
+            if not store.exists(latest):
+                continue
+            version = store.read_json(latest)["version"]
+            card = store.read_json(layout.dataset_card(name, version))
+            found.append(
+                {
+                    "dataset": name,
+                    "kind": kind,
+                    "namespace": namespace,
+                    "version": version,
+                    # a media-only batch is in the text card with 0 rows: it is not "in" that release
+                    "batches": [
+                        entry["batch"]
+                        for entry in card.get("batches", [])
+                        if entry.get("rows", entry.get("samples", 0))
+                    ],
+                    "rows": card.get("rows", card.get("samples")),
+                    "tokens": card.get("tokens"),
+                    "held_back": card.get("held_back", []),
+                    "licence_exceptions": [b for b in card.get("batches", []) if "licence_exception" in b],
+                    "revoked": card.get("revoked"),
+                }
+            )
     return found
 
 
@@ -137,9 +148,10 @@ def markdown_releases(audit: dict[str, Any]) -> list[str]:
         "",
     ]
     lines += _table(
-        ["dataset", "namespace", "version", "batches", "rows", "tokens", "held back", "revoked"],
+        ["dataset", "kind", "namespace", "version", "batches", "rows / samples", "tokens", "held back", "revoked"],
         [
-            [r["dataset"], r["namespace"], r["version"], len(r["batches"]), r["rows"], r["tokens"],
+            [r["dataset"], r.get("kind", "text"), r["namespace"], r["version"], len(r["batches"]), r["rows"],
+             r["tokens"] if r["tokens"] is not None else "-",
              len(r["held_back"]), (r["revoked"] or {}).get("revocation_id", "no")]
             for r in audit["compliance"]["releases"]
         ],
@@ -196,10 +208,12 @@ def markdown_licences(audit: dict[str, Any]) -> list[str]:
 
 
 def release_status(audit: dict[str, Any], batch: str) -> str:
-    """Where the newest releases put ``batch``: released in one, held back (and why), or never released."""
+    """Where the newest releases put ``batch``: released (in every release holding its data), held back (and
+    why), or never released."""
+    holding = [r["dataset"] for r in audit["compliance"]["releases"] if batch in r["batches"]]
+    if holding:
+        return f"released in {', '.join(holding)}"
     for release in audit["compliance"]["releases"]:
-        if batch in release["batches"]:
-            return f"released in {release['dataset']}"
         for held in release["held_back"]:
             if held["batch"] == batch:
                 return f"held back from {release['dataset']}"
