@@ -155,7 +155,8 @@ def test_earlier_batch_never_run_fails_with_instructions(
     failures = run_batches(load_settings(), [second], release=False)
     assert list(failures) == [second]
     message = failures[second]
-    assert message.startswith("dedup:"), message
+    # both chains keep cross-batch dedup state (dedup, media_dedup): whichever gave up first names the batch
+    assert message.startswith(("dedup:", "media_dedup:")), message
     assert f"fm run {first}" in message and "Gave up after waiting" in message, message
     assert read_ref(store, "dedup", second) is None and read_ref(store, "filter", second) is not None
     assert "dedup" in retried_steps(DagsterInstance.get(), second)

@@ -23,7 +23,7 @@ from dagster_stack import DagsterStack
 from fm_assets.defs.partitions import BATCH_PARTITIONS_NAME
 from fm_assets.engine.landing import land_batch
 from fm_assets.engine.store import ObjectStore
-from fm_assets.stages.names import STAGE_NAMES
+from fm_assets.stages.names import ALL_STAGE_NAMES, STAGE_NAMES
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.timeout(3000)]
 
@@ -132,15 +132,19 @@ def test_asset_graph_backfill_and_partitioned_checks_in_the_ui(
         expect(page.get_by_text(stage, exact=True).first).to_be_visible()
     shots.take(page, "asset-graph")
 
-    # 2. the preprocess job's "Materialize all" dialog, two partitions picked one by one
+    # 2. the preprocess job's "Materialize all" dialog, two partitions picked one by one; the job holds both
+    # chains' stages plus the tokenizer and quality_model side-input assets
+    job_assets = len(ALL_STAGE_NAMES) + 2
     page.goto(f"{stack.url}/locations/{location}/jobs/preprocess")
     page.get_by_role("button", name="Materialize all").click()
     dialog = page.get_by_role("dialog")
-    expect(dialog.get_by_text("Launch runs to materialize 13 assets")).to_be_visible()
+    expect(dialog.get_by_text(f"Launch runs to materialize {job_assets} assets")).to_be_visible()
     dialog.get_by_text("Select a partition or create one").click()
     for batch in batches:
         page.get_by_text(batch, exact=True).first.click()
-    dialog.get_by_text("Launch runs to materialize 13 assets").click()  # closes the picker, keeps the dialog
+    dialog.get_by_text(
+        f"Launch runs to materialize {job_assets} assets"
+    ).click()  # closes the picker, keeps the dialog
     expect(page.get_by_placeholder("Filter partitions")).to_be_hidden()
     expect(dialog.get_by_text("2 partitions", exact=True)).to_be_visible()
     shots.take(page, "backfill-dialog")
@@ -154,12 +158,12 @@ def test_asset_graph_backfill_and_partitioned_checks_in_the_ui(
     expect(page.get_by_text(f"Created backfill {backfill.backfill_id}")).to_be_visible()
     page.wait_for_timeout(1500)  # the toast fades in
     shots.take(page, "backfill-launched")
-    # a backfill of the preprocess job: one run per picked partition, each materializing the job's 13 assets
+    # a backfill of the preprocess job: one run per picked partition, each materializing the job's assets
     assert backfill.tags.get("dagster/from_ui") == "true"
     assert backfill.partition_set_origin is not None
     assert backfill.partition_set_origin.partition_set_name == "preprocess_partition_set"
     assert sorted(backfill.partition_names or []) == batches
-    assert len(backfill.asset_selection or []) == 13
+    assert len(backfill.asset_selection or []) == job_assets
 
     # 3. the backfill runs to success (the daemon launches its runs through the queue)
     done = stack.wait_for(
