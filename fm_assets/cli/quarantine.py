@@ -9,38 +9,14 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from fm_assets.compliance.namespaces import effective_namespace
+from fm_assets.compliance.namespaces import quarantine_rows
 from fm_assets.compliance.promotions import (
-    QUARANTINE,
     RELEASE_NAMESPACES,
     ReviewError,
     promote,
-    read_decision,
     reject,
 )
-from fm_assets.engine.landing import list_complete_batches, read_batch_manifest
 from fm_assets.engine.store import ObjectStore
-
-
-def quarantine_rows(store: ObjectStore) -> list[dict[str, Any]]:
-    """Every batch landed in quarantine, with its review status and decision."""
-    rows = []
-    for batch in list_complete_batches(store):
-        manifest = read_batch_manifest(store, batch)
-        if manifest.namespace != QUARANTINE:
-            continue
-        decision = read_decision(store, batch)
-        rows.append(
-            {
-                "batch": batch,
-                "source": manifest.source,
-                "license": manifest.license,
-                "files": len(manifest.files),
-                "status": effective_namespace(store, batch).status,
-                "decision": decision.to_json() if decision else None,
-            }
-        )
-    return rows
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:

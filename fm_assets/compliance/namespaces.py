@@ -9,13 +9,14 @@ table and Lance dataset; the ``cloud`` ones keep the names used before namespace
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from fm_assets.compliance.promotions import (
     QUARANTINE,
     RELEASE_NAMESPACES,
     read_decision,
 )
-from fm_assets.engine.landing import read_batch_manifest
+from fm_assets.engine.landing import list_complete_batches, read_batch_manifest
 from fm_assets.engine.store import ObjectStore
 
 DEFAULT_NAMESPACE = "cloud"  # keeps the historical names (dataset, Iceberg table, Lance dataset)
@@ -136,3 +137,24 @@ def split_by_review(store: ObjectStore, batches: list[str]) -> ReviewSplit:
         }.get(status)
         (bucket if bucket is not None else split.processable).append(batch)
     return split
+
+
+def quarantine_rows(store: ObjectStore) -> list[dict[str, Any]]:
+    """Every batch landed in quarantine, with its review status and decision."""
+    rows = []
+    for batch in list_complete_batches(store):
+        manifest = read_batch_manifest(store, batch)
+        if manifest.namespace != QUARANTINE:
+            continue
+        decision = read_decision(store, batch)
+        rows.append(
+            {
+                "batch": batch,
+                "source": manifest.source,
+                "license": manifest.license,
+                "files": len(manifest.files),
+                "status": effective_namespace(store, batch).status,
+                "decision": decision.to_json() if decision else None,
+            }
+        )
+    return rows

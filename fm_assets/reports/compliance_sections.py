@@ -7,16 +7,13 @@ from typing import Any
 
 from fm_assets.compliance import paths
 from fm_assets.compliance.licence_policy import load_policy
-from fm_assets.compliance.namespaces import effective_namespace, release_name
+from fm_assets.compliance.namespaces import effective_namespace, quarantine_rows, release_name
 from fm_assets.compliance.promotions import (
-    QUARANTINE,
     RELEASE_NAMESPACES,
-    read_decision,
 )
 from fm_assets.compliance.revocations import list_revocations
 from fm_assets.datasets.media_release import MODALITIES, media_dataset_name
 from fm_assets.engine import layout
-from fm_assets.engine.landing import list_complete_batches, read_batch_manifest
 from fm_assets.engine.store import ObjectStore
 
 
@@ -58,22 +55,7 @@ def releases(store: ObjectStore, dataset: str) -> list[dict[str, Any]]:
 
 def quarantine(store: ObjectStore) -> list[dict[str, Any]]:
     """Every batch landed in quarantine with its review decision (or that it still awaits one)."""
-    rows = []
-    for batch in list_complete_batches(store):
-        manifest = read_batch_manifest(store, batch)
-        if manifest.namespace != QUARANTINE:
-            continue
-        decision = read_decision(store, batch)
-        rows.append(
-            {
-                "batch": batch,
-                "source": manifest.source,
-                "license": manifest.license,
-                "status": effective_namespace(store, batch).status,
-                "decision": decision.to_json() if decision else None,
-            }
-        )
-    return rows
+    return quarantine_rows(store)
 
 
 def licence_policy(store: ObjectStore) -> dict[str, Any]:
