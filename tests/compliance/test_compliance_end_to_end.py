@@ -277,7 +277,7 @@ def test_the_markdown_audit_answers_the_legal_questions(world):
     for section in ("# Compliance audit", "## Releases per namespace", "## Quarantine decisions",
                     "## Licence policy", "## Revocations"):  # fmt: skip
         assert section in text
-    assert "| fm-demo-on_device | on_device |" in text
+    assert "| fm-demo-on_device | text | on_device |" in text
     assert "jane.doe" in text and "LEGAL-42 cleared" in text
     assert "outside the cloud release policy" in text
     revocation_id = _report(world)["revocation"]["id"]
