@@ -195,7 +195,9 @@ class EncodedShard:
     info: ShardInfo
 
 
-def _tar_header(name: str, size: int) -> bytes:
+def tar_header(name: str, size: int) -> bytes:
+    """A reproducible ustar header for a member of ``size`` bytes (mtime 0, owner 0, mode 0644); the media
+    shard writer uses it too."""
     info = tarfile.TarInfo(name)
     info.size = size
     info.mtime = 0
@@ -206,7 +208,8 @@ def _tar_header(name: str, size: int) -> bytes:
     return info.tobuf(tarfile.USTAR_FORMAT, "utf-8", "strict")
 
 
-def _pad(n: int) -> int:
+def tar_padding(n: int) -> int:
+    """How many zero bytes pad a member of ``n`` bytes to the next 512-byte tar block."""
     return (-n) % _BLOCK
 
 
@@ -241,10 +244,10 @@ def encode_shard(rows: Iterable[PackedRow], shard_name: str, seq_len: int, vocab
 
     def add_member(name: str, payload: bytes) -> int:
         """Append a member to the current sample; returns its payload's offset in the tar."""
-        sample.extend(_tar_header(name, len(payload)))
+        sample.extend(tar_header(name, len(payload)))
         offset = tar.tell() + len(sample)
         sample.extend(payload)
-        sample.extend(b"\0" * _pad(len(payload)))
+        sample.extend(b"\0" * tar_padding(len(payload)))
         return offset
 
     for index, row in enumerate(rows):

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import xxhash
 
-from fm_loader.format import _pad, _tar_header, sample_checksum32
+from fm_loader.format import sample_checksum32, tar_header, tar_padding
 from fm_loader.media.buckets import DEFAULT_BUCKETS
 
 MEDIA_FORMAT_VERSION = 1
@@ -314,10 +314,10 @@ def encode_media_shard(samples: Iterable[MediaSample], shard_name: str) -> Encod
 
     def add_member(name: str, payload: bytes) -> int:
         """Append a member to the current sample; returns its payload's offset in the tar."""
-        sample_bytes.extend(_tar_header(name, len(payload)))
+        sample_bytes.extend(tar_header(name, len(payload)))
         offset = tar.tell() + len(sample_bytes)
         sample_bytes.extend(payload)
-        sample_bytes.extend(b"\0" * _pad(len(payload)))
+        sample_bytes.extend(b"\0" * tar_padding(len(payload)))
         return offset
 
     for position, sample in enumerate(samples):
