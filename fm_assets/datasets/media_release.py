@@ -10,21 +10,18 @@ otherwise it is held back with the reason, as for text. The version hashes the p
 
 from __future__ import annotations
 
-import itertools
 import posixpath
 from dataclasses import replace
 from typing import Any
 
 from fm_assets.compliance.licence_policy import LicencePolicy, load_policy
 from fm_assets.compliance.namespaces import effective_namespace, release_name
-from fm_assets.datasets.release import licence_held_back_reason
+from fm_assets.datasets.release import held_back_reason, licence_held_back_reason
 from fm_assets.engine import layout
-from fm_assets.engine.checks import read_check_outcomes, stage_checks
 from fm_assets.engine.hashing import stable_hash
 from fm_assets.engine.landing import list_complete_batches, read_batch_manifest
-from fm_assets.engine.refs import read_failure, read_ref, read_success
+from fm_assets.engine.refs import read_success
 from fm_assets.engine.store import ObjectStore
-from fm_assets.stages.names import MEDIA_STAGE_NAMES
 from fm_assets.stages.registry import MEDIA_STAGES
 from fm_loader.media.manifest import MediaManifest
 
@@ -40,23 +37,9 @@ def media_dataset_name(name: str, modality: str, namespace: str) -> str:
 def media_held_back_reason(store: ObjectStore, batch: str, policy: LicencePolicy) -> str | None:
     """Why ``batch``'s media cannot be released now (None: its media shards are current, its namespace
     is a release namespace and the licence policy admits it there)."""
-    current: dict[str, str] = {}
-    for stage in MEDIA_STAGES:
-        failure = read_failure(store, stage.name, batch)
-        if failure is not None:
-            return f"its last {stage.name} run failed ({failure}); fix it and `fm run {batch}`"
-        ref = read_ref(store, stage.name, batch)
-        if ref is None:
-            return f"{stage.name} has no output yet (run `fm run {batch}`)"
-        current[stage.name] = ref.data_version
-        outcomes = read_check_outcomes(store, ref.prefix)
-        for check in stage_checks(stage):
-            outcome = outcomes.get(check.name)
-            if check.blocking and not check.warn_only and outcome is not None and not outcome.passed:
-                return f"{stage.name}'s check {check.name} failed on its current output (`fm report {batch}`)"
-    for upstream, stage in itertools.pairwise(MEDIA_STAGE_NAMES):
-        if read_success(store, stage, batch).inputs.get(upstream) != current[upstream]:
-            return f"{stage}'s output was built from an older {upstream} output (`fm run {batch}`)"
+    reason = held_back_reason(store, batch, MEDIA_STAGES)  # the text rule, on the media chain
+    if reason is not None:
+        return reason
     namespace = effective_namespace(store, batch).name
     if namespace is None:
         return "quarantine batch: released only after a recorded promotion (`fm quarantine promote`)"

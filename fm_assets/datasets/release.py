@@ -12,6 +12,7 @@ of the partition manifests, so re-running with nothing new produces the same ver
 import itertools
 import logging
 import posixpath
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -35,7 +36,6 @@ from fm_assets.engine.landing import (
 from fm_assets.engine.refs import batches_with_ref, read_failure, read_ref, read_success
 from fm_assets.engine.stage import Stage
 from fm_assets.engine.store import ObjectStore
-from fm_assets.stages.names import STAGE_NAMES
 from fm_assets.stages.registry import STAGES
 from fm_loader.manifest import DatasetManifest
 
@@ -46,8 +46,8 @@ class ReleaseError(RuntimeError):
     """The partitions cannot be combined into one dataset version."""
 
 
-def held_back_reason(store: ObjectStore, batch: str) -> str | None:
-    """Why ``batch`` cannot be released now (None: its shards are current).
+def held_back_reason(store: ObjectStore, batch: str, chain: Sequence[Stage] = STAGES) -> str | None:
+    """Why ``batch`` cannot be released now (None: the last stage of ``chain``, text by default, is current).
 
     A batch is released only when its whole chain succeeded: no stage's latest materialization failed
     (``refs.record_failure``), no blocking check failed on a stage's current output, and every stage's current
@@ -56,7 +56,7 @@ def held_back_reason(store: ObjectStore, batch: str) -> str | None:
     still has them).
     """
     current: dict[str, str] = {}
-    for stage in STAGES:
+    for stage in chain:
         failure = read_failure(store, stage.name, batch)
         if failure is not None:
             return f"its last {stage.name} run failed ({failure}); fix it and `fm run {batch}`"
@@ -70,7 +70,7 @@ def held_back_reason(store: ObjectStore, batch: str) -> str | None:
                 f"{stage.name}'s check {failed} failed on its current output, so the stages after it did not "
                 f"run (`fm report {batch}` shows the check's numbers; fix it and `fm run {batch}`)"
             )
-    for upstream, stage in itertools.pairwise(STAGE_NAMES):
+    for upstream, stage in itertools.pairwise([s.name for s in chain]):
         try:
             built_from = read_success(store, stage, batch).inputs.get(upstream)
         except (OSError, ValueError) as exc:
