@@ -1,36 +1,43 @@
 # One command each: `make demo` (set up + run the main job), `make test` (set up + run the tests).
-.PHONY: setup demo test test-fast lint format typecheck bench ui
+# The environment comes from requirements/lock.txt (`make lock` re-resolves it; see README "Dependencies").
+.PHONY: setup lock demo test test-fast lint format typecheck bench ui
+
+VENV ?= .venv
+export VENV
 
 setup:
 	bash scripts/setup.sh
 
+lock:
+	bash scripts/lock.sh
+
 demo: setup
-	.venv/bin/fm --root $${FM_ROOT:-./fm_data} demo
+	$(VENV)/bin/fm --root $${FM_ROOT:-./fm_data} demo
 
 test: setup lint typecheck
-	.venv/bin/python -m pytest -q
+	$(VENV)/bin/python -m pytest -q
 
 test-fast: setup
-	.venv/bin/python -m pytest -q -m "not slow"
+	$(VENV)/bin/python -m pytest -q -m "not slow"
 
 lint:
-	.venv/bin/ruff format --check .
-	.venv/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .
 
 format:
-	.venv/bin/ruff format .
-	.venv/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
 
 typecheck:
-	.venv/bin/pyright
+	$(VENV)/bin/pyright --pythonpath $(VENV)/bin/python
 
 bench: setup
-	.venv/bin/python bench/pipeline.py
-	.venv/bin/python bench/loader.py
-	.venv/bin/python bench/dedup.py
-	.venv/bin/python bench/tokenizer_speed.py
-	.venv/bin/python bench/scale.py
+	$(VENV)/bin/python bench/pipeline.py
+	$(VENV)/bin/python bench/loader.py
+	$(VENV)/bin/python bench/dedup.py
+	$(VENV)/bin/python bench/tokenizer_speed.py
+	$(VENV)/bin/python bench/scale.py
 
 ui: setup
 	FM_ROOT=$${FM_ROOT:-$$(pwd)/fm_data} DAGSTER_HOME=$${DAGSTER_HOME:-$$(pwd)/fm_data/dagster_home} sh -c \
-	  '.venv/bin/python -m fm_assets.defs.instance "$$DAGSTER_HOME" && exec .venv/bin/dagster dev -w workspace.yaml'
+	  '$(VENV)/bin/python -m fm_assets.defs.instance "$$DAGSTER_HOME" && exec $(VENV)/bin/dagster dev -w workspace.yaml'

@@ -5,7 +5,7 @@
 #   scripts/spark_cluster.sh start   # prints the master URL (spark://127.0.0.1:$FM_SPARK_MASTER_PORT)
 #   scripts/spark_cluster.sh stop
 #
-# Settings (env): FM_SPARK_PYTHON (default: the repo's .venv python, else python3),
+# Settings (env): FM_SPARK_PYTHON (default: $VENV/bin/python, VENV defaulting to the repo's .venv, else python3),
 # FM_SPARK_MASTER_PORT (7177), FM_SPARK_MASTER_UI_PORT (8180), FM_SPARK_WORKER_UI_PORT (8181),
 # FM_SPARK_WORKER_CORES (1), FM_SPARK_WORKER_MEMORY (1g), FM_SPARK_STATE (/tmp/fm-spark-cluster-$PORT).
 set -euo pipefail
@@ -13,7 +13,8 @@ set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${FM_SPARK_PYTHON:-}"
 if [[ -z "$PY" ]]; then
-  if [[ -x "$REPO/.venv/bin/python" ]]; then PY="$REPO/.venv/bin/python"; else PY="$(command -v python3)"; fi
+  VENV_DIR="${VENV:-.venv}"; [[ "$VENV_DIR" = /* ]] || VENV_DIR="$REPO/$VENV_DIR"
+  if [[ -x "$VENV_DIR/bin/python" ]]; then PY="$VENV_DIR/bin/python"; else PY="$(command -v python3)"; fi
 fi
 PORT="${FM_SPARK_MASTER_PORT:-7177}"
 MASTER_UI="${FM_SPARK_MASTER_UI_PORT:-8180}"

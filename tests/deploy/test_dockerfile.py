@@ -70,8 +70,13 @@ def test_cpu_torch_is_installed_before_the_pipeline_extra_with_the_pinned_versio
         if line.startswith("torch==")
     )
     assert f"pip install {pinned} " in torch_line
-    # the project install keeps that pin (pip would otherwise be free to replace the CPU build)
-    assert "-c scripts/constraints.txt" in COMMANDS[project_run].original
+    # the project install keeps that pin (pip would otherwise be free to replace the CPU build), takes every
+    # other version from the lock CI tested, and checks the result
+    project_line = COMMANDS[project_run].original
+    assert "-c scripts/constraints.txt" in project_line
+    assert "-c requirements/lock.txt" in project_line and "pip check" in project_line
+    copied = {source for copy in instructions("COPY") for source in copy.value[:-1]}
+    assert "requirements/lock.txt" in copied
 
 
 def test_runs_as_a_non_root_user() -> None:
@@ -119,6 +124,7 @@ def test_build_context_holds_what_the_copies_need_and_nothing_else() -> None:
         "pyproject.toml",
         "README.md",
         "scripts",
+        "requirements",
         "fm_loader",
         "fm_resources",
         "fm_assets",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -38,6 +39,8 @@ def spark_cluster_master() -> Iterator[str]:
         FM_SPARK_WORKER_UI_PORT=str(_free_port()),
         FM_SPARK_WORKER_CORES="1",
         FM_SPARK_WORKER_MEMORY="1g",
+        # the executors run this interpreter (CI's venv is not the repository's .venv)
+        FM_SPARK_PYTHON=sys.executable,
     )
     started = subprocess.run(
         ["bash", str(SCRIPT), "start"], env=env, capture_output=True, text=True, timeout=300
