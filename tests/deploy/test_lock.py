@@ -111,3 +111,11 @@ def test_the_running_environment_is_the_lock() -> None:
         if installed.get(name) != version
     }
     assert not different, f"(locked, installed): {different}; run `make setup`"
+
+
+def test_the_helm_chart_is_the_locked_dagster_release() -> None:
+    """Dagster's chart runs the daemon and webserver images of its own version beside our code image."""
+    core = locked()["dagster"]
+    for path in (REPO / "deploy" / "README.md", REPO / "deploy" / "helm" / "values.yaml"):
+        versions = set(re.findall(r"dagster/dagster --version (\S+)", path.read_text()))
+        assert versions == {core}, f"{path.name}: chart {versions}, lock has dagster {core}"
