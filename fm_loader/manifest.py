@@ -6,7 +6,6 @@ Shard paths may be relative (resolved against the manifest's own location) or ab
 
 from __future__ import annotations
 
-import gc
 import json
 from collections import deque
 from dataclasses import asdict, dataclass, field, fields
@@ -174,6 +173,11 @@ class DatasetManifest:
         }
         return json.dumps(doc, sort_keys=True, indent=1) + "\n"
 
+    @property
+    def kind(self) -> str:
+        """The sample kind (:mod:`fm_loader.kinds`): packed token rows."""
+        return "packed-tokens"
+
     @classmethod
     def from_json(cls, text: str | bytes, location: str = "") -> DatasetManifest:
         """Parse a manifest written by :meth:`to_json`.
@@ -186,19 +190,23 @@ class DatasetManifest:
             The manifest.
 
         Raises:
-            ValueError: The stored schema fingerprint does not match this fm_loader's row format.
+            ValueError: Not JSON, a manifest of another kind, or a stored schema fingerprint that does not
+                match this fm_loader's row format.
             KeyError: A required field is missing.
         """
-        # A manifest of 100k shards is a few hundred thousand objects that all live on: the cyclic GC would
-        # walk every live object many times while they are created, for nothing (none is garbage yet).
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
-            doc = json.loads(text)
-            shards = _entries(doc["shards"])
-        finally:
-            if collecting:
-                gc.enable()
+        from fm_loader.kinds import parse_manifest
+
+        manifest = parse_manifest(text, location)
+        if not isinstance(manifest, cls):
+            raise ValueError(
+                f"{location or manifest.name} is a {manifest.kind} manifest, not a packed-token one: read it with "
+                "fm_loader.kinds.read_manifest (fm_loader.Loader reads every kind)"
+            )
+        return manifest
+
+    @classmethod
+    def from_doc(cls, doc: dict[str, Any], location: str = "") -> DatasetManifest:
+        """The manifest of a parsed JSON document (see :meth:`from_json`)."""
         manifest = cls(
             name=doc["name"],
             version=doc["version"],
@@ -206,7 +214,7 @@ class DatasetManifest:
             vocab_size=int(doc["vocab_size"]),
             tokenizer_hash=doc["tokenizer_hash"],
             code_version=doc["code_version"],
-            shards=shards,
+            shards=_entries(doc["shards"]),
             format_version=int(doc.get("format_version", FORMAT_VERSION)),
             extra=doc.get("extra", {}),
             namespace=doc.get("namespace", "cloud"),
@@ -231,17 +239,21 @@ class DatasetManifest:
         """Read a manifest from a local path or a remote URI.
 
         Args:
-            path_or_uri: Local path, ``file://`` or fsspec URI (``s3://...``) of the manifest JSON.
+            path_or_uri: Local path, ``file://`` or fsspec URI (``s3://...``) of the manifest JSON; a local
+                release folder means the ``manifest.json`` inside it.
             storage_options: Passed to fsspec for remote URIs.
 
         Returns:
-            The manifest, with :attr:`location` set to ``path_or_uri``.
+            The manifest, with :attr:`location` set to where it was read.
 
         Raises:
-            FileNotFoundError: No file at ``path_or_uri``.
-            ValueError: The schema fingerprint does not match (see :meth:`from_json`).
+            FileNotFoundError: No file at ``path_or_uri`` (or a folder without ``manifest.json``).
+            ValueError: Not JSON, or see :meth:`from_json`.
         """
-        return cls.from_json(read_bytes(path_or_uri, storage_options), location=str(path_or_uri))
+        from fm_loader.kinds import manifest_location
+
+        location = manifest_location(path_or_uri)
+        return cls.from_json(read_bytes(location, storage_options), location=location)
 
     def save(self, path_or_uri: str, storage_options: dict[str, Any] | None = None) -> None:
         """Write :meth:`to_json` atomically (temporary file and rename, or one PUT) and set :attr:`location`.

@@ -137,15 +137,30 @@ class MediaManifest:
         }
         return json.dumps(doc, sort_keys=True, indent=1, allow_nan=False) + "\n"
 
+    @property
+    def kind(self) -> str:
+        """The sample kind (:mod:`fm_loader.kinds`): the modality."""
+        return self.modality
+
     @classmethod
     def from_json(cls, text: str | bytes, location: str = "") -> MediaManifest:
         """Parse a manifest written by :meth:`to_json`.
 
         Raises:
-            ValueError: Not a media manifest, an unknown modality, or a format version / schema fingerprint
-                this fm_loader does not read.
+            ValueError: Not JSON, not a media manifest, an unknown modality, or a format version / schema
+                fingerprint this fm_loader does not read.
         """
-        doc = json.loads(text)
+        try:
+            doc = json.loads(text)
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise ValueError(
+                f"{location or '<manifest>'} is not a manifest: it is not JSON ({exc})"
+            ) from None
+        return cls.from_doc(doc, location)
+
+    @classmethod
+    def from_doc(cls, doc: dict[str, Any], location: str = "") -> MediaManifest:
+        """The manifest of a parsed JSON document (see :meth:`from_json`)."""
         where = location or doc.get("name", "<manifest>")
         if doc.get("kind") != MANIFEST_KIND:
             raise ValueError(
@@ -180,8 +195,11 @@ class MediaManifest:
 
     @classmethod
     def load(cls, path_or_uri: str, storage_options: dict[str, Any] | None = None) -> MediaManifest:
-        """Read a manifest from a local path or a remote URI (``s3://...`` through fsspec)."""
-        return cls.from_json(read_bytes(str(path_or_uri), storage_options), location=str(path_or_uri))
+        """Read a manifest from a local path (a release folder means its ``manifest.json``) or a remote URI."""
+        from fm_loader.kinds import manifest_location
+
+        location = manifest_location(path_or_uri)
+        return cls.from_json(read_bytes(location, storage_options), location=location)
 
     def save(self, path_or_uri: str, storage_options: dict[str, Any] | None = None) -> None:
         """Write :meth:`to_json` atomically and set :attr:`location`."""

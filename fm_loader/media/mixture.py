@@ -15,6 +15,7 @@ when the loader whose turn it is has no batch left: use endless loaders (``epoch
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from fractions import Fraction
 from typing import Any, Protocol
@@ -74,8 +75,11 @@ class ModalityMixture:
             raise ValueError(
                 f"loaders {sorted(loaders)} and weights {sorted(weights)} must name the same sources"
             )
-        if any(not w > 0 for w in weights.values()):
-            raise ValueError(f"weights must be positive, got {dict(weights)}")
+        for name, weight in weights.items():
+            if isinstance(weight, bool) or not isinstance(weight, (int, float)):
+                raise ValueError(f"source {name!r}: weight must be a number > 0, got {weight!r}")
+            if not math.isfinite(weight) or not weight > 0:
+                raise ValueError(f"source {name!r}: weight must be a finite number > 0, got {weight!r}")
         self.names = list(loaders)
         self.loaders = dict(loaders)
         self.weights = {name: float(weights[name]) for name in self.names}
