@@ -100,14 +100,13 @@ class LoaderOptions:
     media: MediaOptions = MediaOptions()
 
 
-_GROUPS = {group.name: group.type for group in fields(LoaderOptions)}
-_FLAT = {
-    f.name: group
-    for group, kind in (
-        (g, t) for g, t in zip(_GROUPS, (ReadOptions, AccessOptions, TokenOptions, MediaOptions))
-    )
-    for f in fields(kind)
+_GROUPS: dict[str, type] = {
+    "read": ReadOptions,
+    "access": AccessOptions,
+    "tokens": TokenOptions,
+    "media": MediaOptions,
 }
+_FLAT = {f.name: group for group, kind in _GROUPS.items() for f in fields(kind)}
 
 
 def group_options(groups: dict[str, Any], flat: dict[str, Any]) -> LoaderOptions:
