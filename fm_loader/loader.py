@@ -15,10 +15,8 @@ thread builds the next ``prefetch`` batches while the trainer computes.
 from __future__ import annotations
 
 import os
-import queue
-import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -40,6 +38,7 @@ from fm_loader.options import (
     TokenOptions,
     group_options,
 )
+from fm_loader.prefetch import prefetched
 from fm_loader.state import validate_state
 from fm_loader.storage import ShardCache
 
@@ -301,63 +300,32 @@ class Loader:
         The state advances as each batch is handed out, so :meth:`state_dict` taken between batches resumes
         right after the last one received.
         """
-        if self.num_workers > 0:
-            batches = self._iter_workers()
-        elif self.prefetch > 0:
-            batches = self._iter_prefetch()
-        else:
-            batches = self._iter_inline()
+        batches = self._iter_workers() if self.num_workers > 0 else self._iter_local()
         return self._builder.wrap(batches)
 
-    def _iter_inline(self) -> Iterator[dict[str, Any]]:
+    def _built(self) -> Generator[tuple[Step, Built, float, float], None, None]:
+        """(step, its batch, when it was finished, how long it took) for every remaining step."""
         for step in self._steps():
-            asked = self._metrics.ask()
+            t0 = time.monotonic()
             built = self._builder.build(step.work)
             built_at = time.monotonic()
-            self._metrics.handed(asked, built_at, built_at - asked)
-            self._advance(step, built)
-            yield built.batch
+            yield step, built, built_at, built_at - t0
 
-    def _iter_prefetch(self) -> Iterator[dict[str, Any]]:
-        ready: queue.Queue = queue.Queue(maxsize=self.prefetch)
-        stop = threading.Event()
-        done = object()
-
-        def produce() -> None:
-            try:
-                for step in self._steps():
-                    t0 = time.monotonic()
-                    built = self._builder.build(step.work)
-                    built_at = time.monotonic()
-                    while not stop.is_set():
-                        try:
-                            ready.put((step, built, built_at, built_at - t0), timeout=0.1)
-                            break
-                        except queue.Full:
-                            continue
-                    if stop.is_set():
-                        return
-                ready.put(done)
-            except BaseException as exc:  # handed to the consumer, raised there
-                ready.put(exc)
-
-        worker = threading.Thread(target=produce, name="fm_loader-prefetch", daemon=True)
-        worker.start()
+    def _iter_local(self) -> Iterator[dict[str, Any]]:
+        """Batches built in this process: on demand, or ``prefetch`` ahead by a thread."""
+        items = prefetched(self._built(), self.prefetch) if self.prefetch > 0 else self._built()
         try:
             while True:
                 asked = self._metrics.ask()
-                item = ready.get()
-                if item is done:
+                try:
+                    step, built, built_at, build_s = next(items)
+                except StopIteration:
                     return
-                if isinstance(item, BaseException):
-                    raise item
-                step, built, built_at, build_s = item
                 self._metrics.handed(asked, built_at, build_s)
                 self._advance(step, built)
                 yield built.batch
         finally:
-            stop.set()
-            worker.join(timeout=5)
+            items.close()  # stops the prefetch thread when the trainer stops early
 
     def _iter_workers(self) -> Iterator[dict[str, Any]]:
         schedule = self._schedule()
