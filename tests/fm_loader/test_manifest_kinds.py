@@ -15,7 +15,7 @@ from fm_loader.media.manifest import MediaManifest
 from fm_loader.mixture import MixtureError
 
 sys.path.insert(0, str(Path(__file__).parent / "media"))
-from media_shards import image_samples, write_dataset
+from media_shards import image_samples, write_dataset  # pyright: ignore[reportMissingImports]
 
 
 @pytest.fixture(scope="module")

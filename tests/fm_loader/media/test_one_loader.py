@@ -50,9 +50,9 @@ def test_one_state_check_refuses_a_state_of_another_kind(image_dataset, tmp_path
 
     text = Loader(make_dataset(str(tmp_path / "text"), [12, 9]), 4)
     images = Loader(image_dataset, G)
-    with pytest.raises(ValueError, match="not an fm_loader media loader state .*fm_loader.state/1"):
+    with pytest.raises(ValueError, match=r"not an fm_loader media loader state .*fm_loader\.state/1"):
         images.load_state_dict(text.state_dict())
-    with pytest.raises(ValueError, match="not an fm_loader loader state .*fm_loader.media-state/1"):
+    with pytest.raises(ValueError, match=r"not an fm_loader loader state .*fm_loader\.media-state/1"):
         text.load_state_dict(images.state_dict())
     with pytest.raises(ValueError, match="media loader state 'samples_consumed' must be int"):
         images.load_state_dict({**images.state_dict(), "samples_consumed": "3"})
