@@ -41,6 +41,7 @@ class SampleKind:
         encode: Its shard writer (bytes of the tar and the index).
         decode_index: Its shard index reader.
         builder: ``module:Class`` of its batch builder (imported on first use: it needs torch).
+        verify: ``module:function`` that checks every byte of a release of this kind against its manifest.
     """
 
     name: str
@@ -48,16 +49,30 @@ class SampleKind:
     encode: Callable[..., Any]
     decode_index: Callable[..., Any]
     builder: str
+    verify: str
 
     def builder_class(self) -> Any:
         """The builder class, imported now."""
-        module, _, name = self.builder.partition(":")
-        return getattr(importlib.import_module(module), name)
+        return _imported(self.builder)
+
+    def verifier(self) -> Callable[..., Any]:
+        """The release verifier, imported now."""
+        return _imported(self.verify)
+
+
+def _imported(dotted: str) -> Any:
+    module, _, name = dotted.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 KINDS: dict[str, SampleKind] = {
     PACKED_TOKENS: SampleKind(
-        PACKED_TOKENS, DatasetManifest, encode_shard, decode_index, "fm_loader.builders.tokens:PackedTokens"
+        PACKED_TOKENS,
+        DatasetManifest,
+        encode_shard,
+        decode_index,
+        "fm_loader.builders.tokens:PackedTokens",
+        "fm_loader.verify:verify_token_dataset",
     ),
     "image-text": SampleKind(
         "image-text",
@@ -65,6 +80,7 @@ KINDS: dict[str, SampleKind] = {
         encode_media_shard,
         decode_media_index,
         "fm_loader.builders.media:ImageText",
+        "fm_loader.media.verify:verify_media_dataset",
     ),
     "audio-text": SampleKind(
         "audio-text",
@@ -72,6 +88,7 @@ KINDS: dict[str, SampleKind] = {
         encode_media_shard,
         decode_media_index,
         "fm_loader.builders.media:AudioText",
+        "fm_loader.media.verify:verify_media_dataset",
     ),
 }
 

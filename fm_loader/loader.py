@@ -22,12 +22,11 @@ from typing import Any
 
 import torch
 
-from fm_loader.access import validate_namespaces
+from fm_loader.access import check_release, validate_namespaces
 from fm_loader.builders.base import BatchBuilder, Built, Step
 from fm_loader.builders.tokens import PinningError, check_pins
 from fm_loader.kinds import KINDS, PACKED_TOKENS, read_manifest
 from fm_loader.manifest import DatasetManifest
-from fm_loader.media.errors import check_release
 from fm_loader.media.manifest import MediaManifest
 from fm_loader.metrics import LoaderMetrics, cache_delta
 from fm_loader.options import (

@@ -84,3 +84,23 @@ def test_a_non_finite_modality_weight_names_the_source(releases):
     text = Loader(str(releases["text"]), global_batch_size=2)
     with pytest.raises(ValueError, match="source 'text': weight must be a finite number > 0, got nan"):
         ModalityMixture({"text": text}, {"text": math.nan})
+
+
+def test_one_verify_checks_a_release_of_any_kind(releases, tmp_path):
+    import shutil
+
+    from fm_loader import verify_dataset
+    from fm_loader.media.verify import verify_media_dataset
+
+    text, images = verify_dataset(str(releases["text"])), verify_dataset(releases["images"].parent)
+    assert text.ok and (text.shards, text.rows) == (2, 10)
+    assert images.ok and (images.shards, images.rows) == (1, 5)
+    copy = tmp_path / "images"
+    shutil.copytree(releases["images"].parent, copy)
+    tar = copy / "shard-000000.tar"
+    data = bytearray(tar.read_bytes())
+    data[700] ^= 0xFF  # inside the first sample's media bytes
+    tar.write_bytes(bytes(data))
+    damaged = verify_dataset(str(copy / "manifest.json"))
+    assert not damaged.ok and damaged.problems == verify_media_dataset(str(copy / "manifest.json")).problems
+    assert any(p.row == 0 for p in damaged.problems)
