@@ -11,6 +11,7 @@ Writing shards (what the pipeline's shard stage calls)::
     from fm_loader.kinds import KINDS, read_manifest
     from fm_loader.manifest import DatasetManifest, ShardEntry
     from fm_loader.metrics import MetricsLogger
+    from fm_loader.modality_mixture import ModalityMixture
     enc = encode_shard(rows, shard_name="shard-000000", seq_len=2048, vocab_size=50257)
     for name, data in enc.files.items(): ...            # write atomically next to each other
     manifest = DatasetManifest(name="web", version="v1", seq_len=2048, vocab_size=50257,
@@ -39,7 +40,7 @@ Modules: ``format`` (tar + row index), ``tarwriter``, ``row_index``, ``manifest`
 tier), ``order`` (shuffle and interleave math), ``stream`` (global stream), ``mixture`` (YAML mixtures),
 ``sources`` (shard readers), ``mds`` (MosaicML MDS sources), ``access`` (namespaces, revocations),
 ``holdout`` + ``validation`` (per-dataset validation slices), ``gather`` (rows of a batch out of open shards),
-``batching`` (fixed-shape batch), ``columns`` (per-token extra columns), ``metrics``, ``prefetch``, ``loader`` (the core), ``builders``, ``rows``
+``batching`` (fixed-shape batch), ``columns`` (per-token extra columns), ``metrics``, ``prefetch``, ``modality_mixture``, ``loader`` (the core), ``builders``, ``rows``
 (``read_rows``).
 """
 
@@ -62,6 +63,7 @@ _EXPORTS = {
     "Loader": "fm_loader.loader",
     "PinningError": "fm_loader.loader",
     "MetricsLogger": "fm_loader.metrics",
+    "ModalityMixture": "fm_loader.modality_mixture",
     "DatasetManifest": "fm_loader.manifest",
     "ShardEntry": "fm_loader.manifest",
     "read_rows": "fm_loader.rows",
@@ -88,6 +90,7 @@ if TYPE_CHECKING:
     from fm_loader.loader import Loader, PinningError
     from fm_loader.manifest import DatasetManifest, ShardEntry
     from fm_loader.metrics import MetricsLogger
+    from fm_loader.modality_mixture import ModalityMixture
     from fm_loader.options import AccessOptions, MediaOptions, ReadOptions, TokenOptions
     from fm_loader.rows import read_rows
     from fm_loader.sources import CorruptRowError, CorruptShardError
@@ -114,6 +117,7 @@ __all__ = [
     "Loader",
     "MediaOptions",
     "MetricsLogger",
+    "ModalityMixture",
     "NamespaceError",
     "PackedRow",
     "PinningError",

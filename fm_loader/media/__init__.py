@@ -19,7 +19,6 @@ Training::
 Decoding needs the ``media`` extra (Pillow for images, soundfile for audio). The batch builders are in
 :mod:`fm_loader.builders.media`; ``MediaLoader`` (``loader``) is a deprecated alias of ``fm_loader.Loader``.
 Modules: ``format`` + ``index`` (tar + sample index), ``manifest``, ``buckets`` (aspect-ratio buckets), ``sources`` (verified indexes, open shards),
-``plan`` (which samples form each global batch), ``decode`` (bytes -> arrays), ``loader``, ``mixture``
-(text and media loaders in one schedule: ``ModalityMixture``), ``verify`` (every byte of a release),
-``errors``.
+``plan`` (which samples form each global batch), ``decode`` (bytes -> arrays), ``verify`` (every byte of a
+release), ``errors``; ``loader``, ``mixture`` and ``prefetch`` re-export the shared ``fm_loader`` modules.
 """
