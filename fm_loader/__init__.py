@@ -10,6 +10,7 @@ Writing shards (what the pipeline's shard stage calls)::
     from fm_loader.format import PackedRow, encode_shard
     from fm_loader.kinds import KINDS, read_manifest
     from fm_loader.manifest import DatasetManifest, ShardEntry
+    from fm_loader.manifest_base import Manifest
     from fm_loader.metrics import MetricsLogger
     from fm_loader.modality_mixture import ModalityMixture
     enc = encode_shard(rows, shard_name="shard-000000", seq_len=2048, vocab_size=50257)
@@ -66,6 +67,7 @@ _EXPORTS = {
     "ModalityMixture": "fm_loader.modality_mixture",
     "DatasetManifest": "fm_loader.manifest",
     "ShardEntry": "fm_loader.manifest",
+    "Manifest": "fm_loader.manifest_base",
     "read_rows": "fm_loader.rows",
     "read_manifest": "fm_loader.kinds",
     "KINDS": "fm_loader.kinds",
@@ -89,6 +91,7 @@ if TYPE_CHECKING:
     from fm_loader.kinds import KINDS, read_manifest
     from fm_loader.loader import Loader, PinningError
     from fm_loader.manifest import DatasetManifest, ShardEntry
+    from fm_loader.manifest_base import Manifest
     from fm_loader.metrics import MetricsLogger
     from fm_loader.modality_mixture import ModalityMixture
     from fm_loader.options import AccessOptions, MediaOptions, ReadOptions, TokenOptions
@@ -115,6 +118,7 @@ __all__ = [
     "DatasetManifest",
     "EncodedShard",
     "Loader",
+    "Manifest",
     "MediaOptions",
     "MetricsLogger",
     "ModalityMixture",

@@ -15,12 +15,14 @@ import gc
 import importlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from fm_loader.format import decode_index, encode_shard
 from fm_loader.manifest import DatasetManifest
+from fm_loader.manifest_base import Manifest
 from fm_loader.media.format import decode_media_index, encode_media_shard
 from fm_loader.media.manifest import MANIFEST_KIND as MEDIA_MANIFEST_KIND
 from fm_loader.media.manifest import MediaManifest
@@ -28,7 +30,7 @@ from fm_loader.storage import is_remote, local_path, read_bytes
 
 PACKED_TOKENS = "packed-tokens"
 MANIFEST_FILE = "manifest.json"
-Manifest = DatasetManifest | MediaManifest
+KnownManifest = DatasetManifest | MediaManifest
 
 
 @dataclass(frozen=True)
@@ -130,27 +132,42 @@ def manifest_location(path_or_uri: str | os.PathLike[str]) -> str:
     return inside
 
 
-def parse_manifest(data: str | bytes, location: str = "") -> Manifest:
-    """A manifest of any kind from its JSON bytes.
-
-    Raises:
-        ValueError: Not JSON, not a manifest, an unknown kind, or a format this fm_loader does not read; the
-            message names ``location``.
-    """
-    where = location or "<manifest>"
-    # A manifest of 100k shards is a few hundred thousand objects that all live on: the cyclic GC would walk
-    # every live object many times while they are created, for nothing (none is garbage yet).
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """A manifest of 100k shards is a few hundred thousand objects that all live on: the cyclic GC would walk
+    every live object many times while they are created, for nothing (none is garbage yet)."""
     collecting = gc.isenabled()
     gc.disable()
     try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def parse_manifest(data: str | bytes, location: str = "", expected: type[Manifest] = Manifest) -> Any:
+    """A manifest of any kind (or of ``expected``'s kinds) from its JSON bytes.
+
+    Raises:
+        ValueError: Not JSON, not a manifest, an unknown kind, a kind ``expected`` does not read, or a format
+            this fm_loader does not read; the message names ``location``.
+    """
+    where = location or "<manifest>"
+    with _gc_paused():
         try:
             doc = json.loads(data)
         except (UnicodeDecodeError, ValueError) as exc:
             raise ValueError(f"{where} is not a manifest: it is not JSON ({exc})") from None
-    finally:
-        if collecting:
-            gc.enable()
-    return KINDS[kind_of_doc(doc, where)].manifest.from_doc(doc, location)
+        if not location and isinstance(doc, dict):
+            where = str(doc.get("name", where))
+        kind = kind_of_doc(doc, where)
+        manifest_type = KINDS[kind].manifest
+        if not issubclass(manifest_type, expected):
+            raise ValueError(
+                f"{where} is not {expected.label} manifest (its kind is {kind!r}): read any kind with "
+                "fm_loader.read_manifest (fm_loader.Loader reads every kind)"
+            )
+        return manifest_type.from_doc(doc, location)
 
 
 def read_manifest(

@@ -10,10 +10,11 @@ import json
 from collections import deque
 from dataclasses import asdict, dataclass, field, fields
 from itertools import repeat
-from typing import Any
+from typing import Any, ClassVar
 
 from fm_loader.format import FORMAT_VERSION, SUPPORTED_FORMAT_VERSIONS, ShardInfo, schema_fingerprint
-from fm_loader.storage import read_bytes, resolve_uri, write_bytes_atomic
+from fm_loader.manifest_base import Manifest
+from fm_loader.storage import resolve_uri
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,7 @@ def _entries(docs: list[dict[str, Any]]) -> list[ShardEntry]:
 
 
 @dataclass
-class DatasetManifest:
+class DatasetManifest(Manifest):
     """A dataset's shards plus the facts a trainer pins: seq_len, vocabulary, tokenizer, code version.
 
     Attributes:
@@ -124,6 +125,7 @@ class DatasetManifest:
     namespace: str = "cloud"
     revoked: dict[str, Any] | None = None
     location: str = field(default="", compare=False, repr=False)  # where it was loaded from, not serialised
+    label: ClassVar[str] = "a packed-token"
 
     @property
     def schema_fingerprint(self) -> str:
@@ -144,10 +146,6 @@ class DatasetManifest:
     def max_docs_per_row(self) -> int:
         """Largest ``max_docs_per_row`` of the shards (0 when unknown or no shards)."""
         return max((s.max_docs_per_row for s in self.shards), default=0)
-
-    def shard_uri(self, entry: ShardEntry) -> str:
-        """Path or URI of ``entry``'s tar, resolved against :attr:`location`."""
-        return resolve_uri(self.location, entry.path)
 
     def index_uri(self, entry: ShardEntry) -> str:
         """Path or URI of ``entry``'s row index, resolved against :attr:`location`."""
@@ -179,32 +177,6 @@ class DatasetManifest:
         return "packed-tokens"
 
     @classmethod
-    def from_json(cls, text: str | bytes, location: str = "") -> DatasetManifest:
-        """Parse a manifest written by :meth:`to_json`.
-
-        Args:
-            text: The JSON document.
-            location: Where it came from; relative shard paths resolve against it.
-
-        Returns:
-            The manifest.
-
-        Raises:
-            ValueError: Not JSON, a manifest of another kind, or a stored schema fingerprint that does not
-                match this fm_loader's row format.
-            KeyError: A required field is missing.
-        """
-        from fm_loader.kinds import parse_manifest
-
-        manifest = parse_manifest(text, location)
-        if not isinstance(manifest, cls):
-            raise ValueError(
-                f"{location or manifest.name} is a {manifest.kind} manifest, not a packed-token one: read it with "
-                "fm_loader.kinds.read_manifest (fm_loader.Loader reads every kind)"
-            )
-        return manifest
-
-    @classmethod
     def from_doc(cls, doc: dict[str, Any], location: str = "") -> DatasetManifest:
         """The manifest of a parsed JSON document (see :meth:`from_json`)."""
         manifest = cls(
@@ -233,34 +205,3 @@ class DatasetManifest:
                 f"fm_loader's row format ({manifest.schema_fingerprint}); upgrade fm_loader or re-shard"
             )
         return manifest
-
-    @classmethod
-    def load(cls, path_or_uri: str, storage_options: dict[str, Any] | None = None) -> DatasetManifest:
-        """Read a manifest from a local path or a remote URI.
-
-        Args:
-            path_or_uri: Local path, ``file://`` or fsspec URI (``s3://...``) of the manifest JSON; a local
-                release folder means the ``manifest.json`` inside it.
-            storage_options: Passed to fsspec for remote URIs.
-
-        Returns:
-            The manifest, with :attr:`location` set to where it was read.
-
-        Raises:
-            FileNotFoundError: No file at ``path_or_uri`` (or a folder without ``manifest.json``).
-            ValueError: Not JSON, or see :meth:`from_json`.
-        """
-        from fm_loader.kinds import manifest_location
-
-        location = manifest_location(path_or_uri)
-        return cls.from_json(read_bytes(location, storage_options), location=location)
-
-    def save(self, path_or_uri: str, storage_options: dict[str, Any] | None = None) -> None:
-        """Write :meth:`to_json` atomically (temporary file and rename, or one PUT) and set :attr:`location`.
-
-        Args:
-            path_or_uri: Local path, ``file://`` or fsspec URI; local parent folders are created.
-            storage_options: Passed to fsspec for remote URIs.
-        """
-        write_bytes_atomic(str(path_or_uri), self.to_json().encode(), storage_options)
-        self.location = str(path_or_uri)

@@ -32,7 +32,7 @@ from fm_assets.engine import layout
 from fm_assets.engine.landing import list_complete_batches, read_batch_manifest
 from fm_assets.engine.refs import read_ref, read_success, read_success_at
 from fm_assets.engine.store import ObjectStore
-from fm_loader.kinds import Manifest, parse_manifest
+from fm_loader.kinds import KnownManifest, parse_manifest
 
 log = logging.getLogger(__name__)
 HASH_STAGE = "dedup"  # the blocklist stage's input: its text is what a document hash is computed over
@@ -127,13 +127,13 @@ def latest_version(store: ObjectStore, name: str) -> str | None:
     return store.read_json(rel)["version"] if store.exists(rel) else None
 
 
-def read_release(store: ObjectStore, name: str, version: str) -> Manifest:
+def read_release(store: ObjectStore, name: str, version: str) -> KnownManifest:
     """The release's manifest, whatever its sample kind (packed tokens, image-text, audio-text)."""
     rel = layout.dataset_manifest(name, version)
     return parse_manifest(store.read_bytes(rel), store.uri(rel))
 
 
-def shard_paths(name: str, version: str, manifest: Manifest) -> list[str]:
+def shard_paths(name: str, version: str, manifest: KnownManifest) -> list[str]:
     """Store-relative paths of the shards a release references."""
     folder = layout.dataset_dir(name, version)
     return [layout.normalize_path(f"{folder}/{entry.path}") for entry in manifest.shards]

@@ -34,8 +34,19 @@ def test_one_reader_returns_each_kind_with_its_registered_manifest_type(releases
     assert text.rows == 10 and images.samples == 5
 
 
+def test_every_manifest_is_one_type_with_a_kind(releases):
+    from fm_loader import Manifest
+
+    text, images = Manifest.load(str(releases["text"])), Manifest.load(str(releases["images"].parent))
+    assert isinstance(text, Manifest) and isinstance(images, Manifest)
+    assert (text.kind, images.kind) == ("packed-tokens", "image-text")
+    assert images.shard_uri(images.shards[0]) == str(releases["images"].parent / "shard-000000.tar")
+
+
 def test_a_text_reader_refuses_a_media_manifest_by_name(releases):
-    with pytest.raises(ValueError, match=r"manifest.json is a image-text manifest, not a packed-token one"):
+    with pytest.raises(
+        ValueError, match=r"manifest.json is not a packed-token manifest \(its kind is 'image-text'\)"
+    ):
         DatasetManifest.load(str(releases["images"]))
 
 
