@@ -117,7 +117,8 @@ class Loader:
             num_workers: Build batches in this many torch ``DataLoader`` worker processes (needs a finite
                 ``epochs``); 0 builds them in this process.
             expected_tokenizer_hash: If given, every source must have been tokenized with this tokenizer (the
-                manifest's ``tokenizer_hash``; ``fm tokenizer`` prints the pinned one).
+                manifest's ``tokenizer_hash``, repeated as ``tokenizer_sha256`` in the card that
+                ``fm card latest --name <dataset> --json`` prints).
             epochs: Epochs to iterate from epoch 0 (a restored state resumes inside them); ``None`` is endless.
             prefetch: Batches built ahead of the trainer: by a background thread when ``num_workers == 0`` (0
                 builds each batch on demand), else the ``DataLoader``'s ``prefetch_factor`` (at least 1).

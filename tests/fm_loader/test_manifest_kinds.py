@@ -115,3 +115,15 @@ def test_one_verify_checks_a_release_of_any_kind(releases, tmp_path):
     damaged = verify_dataset(str(copy / "manifest.json"))
     assert not damaged.ok and damaged.problems == verify_media_dataset(str(copy / "manifest.json")).problems
     assert any(p.row == 0 for p in damaged.problems)
+
+
+def test_the_pin_the_readme_points_to_is_the_one_the_loader_checks(releases):
+    from fm_loader import PinningError, read_manifest
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    assert "`TOKENIZER_SHA256` is the release manifest's `tokenizer_hash` field" in readme
+    assert "`fm card latest --name fm-demo --json`" in readme and "`tokenizer_sha256`" in readme
+    pinned = read_manifest(str(releases["text"])).tokenizer_hash
+    assert len(Loader(str(releases["text"]), 2, expected_tokenizer_hash=pinned)) == 5
+    with pytest.raises(PinningError, match="refusing to start"):
+        Loader(str(releases["text"]), 2, expected_tokenizer_hash=pinned + "x")
