@@ -210,9 +210,15 @@ class Loader:
         if position is not None and name in position:
             return position[name]
         builder = self.__dict__.get("_builder")
-        if builder is None or name.startswith("__"):
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        return getattr(builder, name)
+        try:
+            if builder is None or name.startswith("__"):
+                raise AttributeError(name)
+            return getattr(builder, name)
+        except AttributeError:
+            kind = self.__dict__.get("kind", "")
+            raise AttributeError(
+                f"{type(self).__name__!r} object ({kind}) has no attribute {name!r}"
+            ) from None
 
     # -- state -------------------------------------------------------------------------------------------
     @property
