@@ -8,8 +8,11 @@ the pipeline is ``[pipeline]``.
 Writing shards (what the pipeline's shard stage calls)::
 
     from fm_loader.format import PackedRow, encode_shard
+    from fm_loader.kinds import KINDS, read_manifest
     from fm_loader.manifest import DatasetManifest, ShardEntry
+    from fm_loader.manifest_base import Manifest
     from fm_loader.metrics import MetricsLogger
+    from fm_loader.modality_mixture import ModalityMixture
     enc = encode_shard(rows, shard_name="shard-000000", seq_len=2048, vocab_size=50257)
     for name, data in enc.files.items(): ...            # write atomically next to each other
     manifest = DatasetManifest(name="web", version="v1", seq_len=2048, vocab_size=50257,
@@ -31,11 +34,14 @@ Remote shards (``s3://``, ``gs://``, ... through fsspec) are cached locally; pas
 ``storage_options``, e.g. ``Loader("s3://bucket/web/v1/manifest.json", ..., storage_options={"client_kwargs":
 {"endpoint_url": "http://127.0.0.1:9000"}})`` for an S3-compatible server.
 
-Modules: ``format`` (tar + row index), ``manifest``, ``storage`` (URIs, remote cache), ``prewarm`` (hot
+One ``Loader`` reads every sample kind: packed tokens, image-text and audio-text manifests (``kinds`` is the
+registry of kinds: manifest type, shard codec and batch builder; ``builders`` holds one builder per kind).
+
+Modules: ``format`` (tar + row index), ``tarwriter``, ``row_index``, ``manifest``, ``kinds``, ``options``, ``state``, ``storage`` (URIs, remote cache), ``prewarm`` (hot
 tier), ``order`` (shuffle and interleave math), ``stream`` (global stream), ``mixture`` (YAML mixtures),
 ``sources`` (shard readers), ``mds`` (MosaicML MDS sources), ``access`` (namespaces, revocations),
 ``holdout`` + ``validation`` (per-dataset validation slices), ``gather`` (rows of a batch out of open shards),
-``batching`` (fixed-shape batch), ``columns`` (per-token extra columns), ``metrics``, ``loader``, ``rows``
+``batching`` (fixed-shape batch), ``columns`` (per-token extra columns), ``metrics``, ``prefetch``, ``modality_mixture``, ``loader`` (the core), ``builders``, ``rows``
 (``read_rows``).
 """
 
@@ -58,9 +64,17 @@ _EXPORTS = {
     "Loader": "fm_loader.loader",
     "PinningError": "fm_loader.loader",
     "MetricsLogger": "fm_loader.metrics",
+    "ModalityMixture": "fm_loader.modality_mixture",
     "DatasetManifest": "fm_loader.manifest",
     "ShardEntry": "fm_loader.manifest",
+    "Manifest": "fm_loader.manifest_base",
     "read_rows": "fm_loader.rows",
+    "read_manifest": "fm_loader.kinds",
+    "KINDS": "fm_loader.kinds",
+    "ReadOptions": "fm_loader.options",
+    "AccessOptions": "fm_loader.options",
+    "TokenOptions": "fm_loader.options",
+    "MediaOptions": "fm_loader.options",
     "CorruptRowError": "fm_loader.sources",
     "CorruptShardError": "fm_loader.sources",
     "Problem": "fm_loader.verify",
@@ -74,9 +88,13 @@ if TYPE_CHECKING:
     from fm_loader.access import NamespaceError, RevokedDatasetError
     from fm_loader.batching import IGNORE_INDEX, SOURCE_SHIFT
     from fm_loader.format import EncodedShard, PackedRow, ShardInfo, encode_shard
+    from fm_loader.kinds import KINDS, read_manifest
     from fm_loader.loader import Loader, PinningError
     from fm_loader.manifest import DatasetManifest, ShardEntry
+    from fm_loader.manifest_base import Manifest
     from fm_loader.metrics import MetricsLogger
+    from fm_loader.modality_mixture import ModalityMixture
+    from fm_loader.options import AccessOptions, MediaOptions, ReadOptions, TokenOptions
     from fm_loader.rows import read_rows
     from fm_loader.sources import CorruptRowError, CorruptShardError
     from fm_loader.validation import validation_loaders
@@ -92,22 +110,30 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "IGNORE_INDEX",
+    "KINDS",
     "SOURCE_SHIFT",
+    "AccessOptions",
     "CorruptRowError",
     "CorruptShardError",
     "DatasetManifest",
     "EncodedShard",
     "Loader",
+    "Manifest",
+    "MediaOptions",
     "MetricsLogger",
+    "ModalityMixture",
     "NamespaceError",
     "PackedRow",
     "PinningError",
     "Problem",
+    "ReadOptions",
     "RevokedDatasetError",
     "ShardEntry",
     "ShardInfo",
+    "TokenOptions",
     "VerifyReport",
     "encode_shard",
+    "read_manifest",
     "read_rows",
     "validation_loaders",
     "verify_dataset",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Sequence
+from types import SimpleNamespace
 from typing import Any
 
 logger = logging.getLogger(__name__)
@@ -83,3 +84,11 @@ def check_access(sources: Sequence[Any], allowed_namespaces: Collection[str], al
                 f"{what}{instead}; to read it anyway (e.g. to reproduce an old run) pass allow_revoked=True"
             )
         logger.warning("%s; reading it because allow_revoked=True%s", what, instead)
+
+
+def check_release(
+    namespace: str, revoked: dict | None, where: str, allowed_namespaces: Collection[str], allow_revoked: bool
+) -> None:
+    """:func:`check_access` for one release known by its manifest fields (``where`` names it in the message)."""
+    release = SimpleNamespace(name=where, origin="media manifest", namespace=namespace, revoked=revoked)
+    check_access([release], allowed_namespaces, allow_revoked)

@@ -1,167 +1,86 @@
-"""``fm_loader.Loader``: deterministic, elastic, resumable batches of packed rows.
+"""``fm_loader.Loader``: one loader core for every sample kind; deterministic, elastic, resumable batches.
 
-Global batch ``k`` (counted from the current position) is rows ``[kG, (k+1)G)`` of the epoch's global
-stream (:mod:`fm_loader.stream`); rank ``r`` of ``W`` gets the contiguous slice ``[r*G/W, (r+1)*G/W)``.
-The last batch of an epoch is padded with empty rows (``sample_ids == -1``) so shapes never change.
+The core owns what every kind shares: the global stream position and the state (:mod:`fm_loader.state`),
+refusing other namespaces and revoked releases, worker sharding, prefetch, metrics and closing. What a batch
+holds is the kind's builder (:mod:`fm_loader.kinds` maps each manifest kind to one): packed token rows
+(:class:`fm_loader.builders.tokens.PackedTokens`), image-text and audio-text samples
+(:mod:`fm_loader.builders.media`).
 
-State is ``{fingerprint, seed, epoch, rows_consumed}``: restoring it under any world size, batch size
-or worker count continues the same global stream, and seeking costs O(shards), not O(rows seen).
 With ``num_workers > 0`` batches are built in torch ``DataLoader`` worker processes, worker ``w`` building
-batches ``w, w + num_workers, ...``; the DataLoader's in-order round robin keeps the global order.
-With ``num_workers == 0`` a prefetch thread builds the next ``prefetch`` batches while the trainer computes.
-
-A batch is built in one pass per output array: rows are checksummed (xxh3) and copied from memory-mapped
-shards into a reused ``(B, T)`` buffer by a whole-batch gather (:mod:`fm_loader.gather`), then every derived
-field is computed for the whole batch at once from the document lengths in the row index
-(:mod:`fm_loader.batching`).
+batches ``w, w + num_workers, ...``; the DataLoader's in-order round robin keeps the global order, and each
+batch carries its build time and cache counters back to the metrics. With ``num_workers == 0`` a prefetch
+thread builds the next ``prefetch`` batches while the trainer computes.
 """
 
 from __future__ import annotations
 
-import logging
-import queue
-import threading
+import os
 import time
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Generator, Iterator
 from dataclasses import replace
 from typing import Any
 
-import numpy as np
 import torch
 
-from fm_loader.access import DEFAULT_NAMESPACES, check_access, validate_namespaces
-from fm_loader.columns import validate_extra_columns
-from fm_loader.gather import BatchAssembler
+from fm_loader.access import check_release, validate_namespaces
+from fm_loader.builders.base import BatchBuilder, Built, Step
+from fm_loader.builders.tokens import PinningError, check_pins
+from fm_loader.kinds import KINDS, PACKED_TOKENS, read_manifest
+from fm_loader.manifest import DatasetManifest
+from fm_loader.media.manifest import MediaManifest
 from fm_loader.metrics import LoaderMetrics, cache_delta
-from fm_loader.mixture import Mixture, load_mixture
-from fm_loader.prewarm import Prewarmer
+from fm_loader.options import (
+    AccessOptions,
+    LoaderOptions,
+    MediaOptions,
+    ReadOptions,
+    TokenOptions,
+    group_options,
+)
+from fm_loader.prefetch import prefetched
+from fm_loader.state import validate_state
 from fm_loader.storage import ShardCache
-from fm_loader.stream import GlobalStream, RowRefs
 
-logger = logging.getLogger(__name__)
-STATE_FORMAT = "fm_loader.state/1"
+__all__ = ["Loader", "PinningError", "check_pins"]
 
 
-class PinningError(ValueError):
-    """The dataset was made with a different tokenizer / vocabulary / sequence length than the trainer expects.
+def _is_mixture(source: Any) -> bool:
+    return isinstance(source, dict) or (
+        isinstance(source, (str, os.PathLike)) and str(source).endswith((".yaml", ".yml"))
+    )
 
-    Also raised when the sources of a mixture disagree with each other on tokenizer or sequence length.
-    """
 
-
-def check_pins(
-    mixture: Mixture,
-    expected_tokenizer_hash: str | None,
-    expected_vocab_size: int | None,
-    seq_len: int | None,
-) -> tuple[int, int]:
-    """Refuse mixtures whose sources disagree with each other or with the trainer; returns (seq_len, vocab)."""
-    first = mixture.sources[0]
-    for src in mixture.sources:
-        if expected_tokenizer_hash is not None and src.tokenizer_hash != expected_tokenizer_hash:
-            raise PinningError(
-                f"source {src.name!r} was tokenized with tokenizer {src.tokenizer_hash!r} but the trainer expects "
-                f"{expected_tokenizer_hash!r}; refusing to start (re-tokenize the data or fix the pin)"
+def _media_manifests(items: list[Any], storage_options: dict[str, Any] | None) -> list[MediaManifest]:
+    out = []
+    for item in items:
+        manifest = item if isinstance(item, MediaManifest) else read_manifest(item, storage_options)
+        if not isinstance(manifest, MediaManifest):
+            raise ValueError(
+                f"{item}: a list of sources holds media manifests of one kind, got a {manifest.kind} one"
             )
-        if expected_vocab_size is not None and src.vocab_size != expected_vocab_size:
-            raise PinningError(
-                f"source {src.name!r} has vocab_size {src.vocab_size} but the trainer expects {expected_vocab_size}"
-            )
-        if src.tokenizer_hash != first.tokenizer_hash:
-            raise PinningError(
-                f"sources {first.name!r} and {src.name!r} use different tokenizers "
-                f"({first.tokenizer_hash!r} vs {src.tokenizer_hash!r})"
-            )
-        if src.seq_len != first.seq_len:
-            raise PinningError(f"sources {first.name!r} and {src.name!r} have different seq_len")
-    if seq_len is not None and seq_len != first.seq_len:
-        raise PinningError(f"dataset seq_len is {first.seq_len} but the trainer expects {seq_len}")
-    return first.seq_len, max(s.vocab_size for s in mixture.sources)
-
-
-class _WorkerBatches(torch.utils.data.IterableDataset):
-    """Runs inside DataLoader workers: worker ``w`` builds every ``num_workers``-th batch of the schedule."""
-
-    def __init__(self, loader: Loader, schedule: list[tuple[int, int]]) -> None:
-        self.config = loader._config
-        self.schedule = schedule
-
-    def __iter__(self) -> Iterator[tuple[dict[str, torch.Tensor], dict[str, Any]]]:
-        """Yields (batch, what the main process counts: build time, real tokens and rows, cache counters)."""
-        info = torch.utils.data.get_worker_info()
-        wid, nw = (info.id, info.num_workers) if info is not None else (0, 1)
-        local = Loader(**{**self.config, "num_workers": 0, "prefetch": 0})
-        try:
-            before = replace(local.cache.stats)
-            for epoch, start in self.schedule[wid::nw]:
-                t0 = time.monotonic()
-                batch, tokens, rows = local._build_counted(epoch, start)
-                built_at = time.monotonic()
-                now = replace(local.cache.stats)
-                counts = {"built_at": built_at, "build_s": built_at - t0, "tokens": tokens, "rows": rows}
-                yield batch, {**counts, "cache": cache_delta(now, before)}
-                before = now
-        finally:
-            local.close()
-
-
-STATE_KEYS = {"format": str, "fingerprint": str, "seed": int, "epoch": int, "rows_consumed": int}
-
-
-def validate_state(state: Any, epochs: int | None, epoch_rows: int) -> None:
-    """Refuse a loader state that is not one ``state_dict`` wrote, or that points past the stream's end."""
-    example = f"{{'format': {STATE_FORMAT!r}, 'fingerprint': '<16 hex>', 'seed': 0, 'epoch': 0, 'rows_consumed': 0}}"
-    if not isinstance(state, dict):
-        raise ValueError(f"a loader state is a dict like {example}, got {type(state).__name__}")
-    if state.get("format") != STATE_FORMAT:
-        raise ValueError(
-            f"not an fm_loader state (format {state.get('format')!r}, expected {STATE_FORMAT!r}): {example}"
-        )
-    for key, kind in STATE_KEYS.items():
-        if key not in state:
-            raise ValueError(f"loader state has no {key!r}; a state_dict() looks like {example}")
-        if not isinstance(state[key], kind) or isinstance(state[key], bool):
-            raise ValueError(f"loader state {key!r} must be {kind.__name__}, got {state[key]!r}")
-    if state["epoch"] < 0 or not 0 <= state["rows_consumed"] <= epoch_rows:
-        raise ValueError(
-            f"loader state position (epoch {state['epoch']}, row {state['rows_consumed']}) is outside the stream "
-            f"(epochs of {epoch_rows} rows)"
-        )
-    position = (state["epoch"], state["rows_consumed"])
-    if epochs is not None and position > (epochs, 0):
-        raise ValueError(
-            f"loader state is past the end: epoch {state['epoch']} row {state['rows_consumed']}, but this loader "
-            f"has {epochs} epoch(s) of {epoch_rows} rows; nothing would be left to read (raise epochs=, or start "
-            "from a fresh state)"
-        )
-    if epochs is not None and position == (epochs, 0):
-        logger.warning("loader state is at the end of its %d epoch(s): this loader yields no batch", epochs)
+        out.append(manifest)
+    return out
 
 
 class Loader:
-    """Deterministic, elastic, resumable batches of packed rows for one rank.
+    """Batches of one sample kind for one rank: fixed shapes, one global stream, a state of a few integers.
 
-    Iterating yields this rank's slice of each global batch as a dict of fixed-shape tensors (keys, shapes
-    and dtypes in :mod:`fm_loader.batching`); see the module docstring for the ordering contract. The
-    position is saved with :meth:`state_dict` and restored with :meth:`load_state_dict`, under any world size,
-    batch size or worker count. Use as a context manager (or call :meth:`close`) to release open shards.
-
-    A yielded batch's tensors share memory with a small pool of reused buffers: a buffer is written again
-    only after every reference to the earlier batch's arrays is gone, so keeping a batch is safe.
+    Iterating yields this rank's slice of each global batch as a dict of tensors (packed tokens: see
+    :mod:`fm_loader.batching`; media: see :mod:`fm_loader.builders.media`). The position is saved with
+    :meth:`state_dict` and restored with :meth:`load_state_dict`, under any world size or worker count. Use as
+    a context manager (or call :meth:`close`) to release open shards. Attributes of the kind's builder
+    (``mixture``, ``stream``, ``seq_len``, ``buckets``, ``modality`` ...) read through the loader.
 
     Attributes:
+        kind: The sample kind (``packed-tokens``, ``image-text``, ``audio-text``).
         global_batch_size: Rows per global batch, summed over all ranks.
         local_batch_size: Rows per batch on this rank (``global_batch_size // world_size``).
-        rank: This process's rank.
-        world_size: Number of ranks sharing each global batch.
+        rank, world_size: This process's rank, and the ranks sharing each global batch.
         seed: Seed of the shuffle.
         epochs: Epochs to iterate (``None``: endless); may be changed between iterations.
-        epoch: Current epoch (part of the state).
-        rows_consumed: Global rows of the current epoch already handed out (part of the state).
-        seq_len: Row length ``T`` of the dataset, checked against the pins.
-        vocab_size: Largest vocabulary size among the sources.
-        max_docs: Documents per row the batch has room for (``cu_seqlens`` is ``(B, max_docs + 1)``).
-        mixture: The loaded :class:`fm_loader.mixture.Mixture`.
+        epoch: Current epoch (part of the state); the kind's position keys (``rows_consumed``, or
+            ``batches_emitted`` and ``samples_consumed``) read as attributes too.
+        options: The option groups (:mod:`fm_loader.options`).
         cache: The :class:`fm_loader.storage.ShardCache` holding local copies of remote files.
     """
 
@@ -175,83 +94,49 @@ class Loader:
         num_workers: int = 0,
         expected_tokenizer_hash: str | None = None,
         *,
-        expected_vocab_size: int | None = None,
-        expected_seq_len: int | None = None,
         epochs: int | None = 1,
         prefetch: int = 2,
-        skip_corrupt: bool = False,
-        max_docs_per_row: int | None = None,
-        cache_dir: str | None = None,
-        cache_budget_bytes: int = 64 << 30,
-        storage_options: dict[str, Any] | None = None,
-        input_ids_dtype: torch.dtype = torch.int32,
-        allowed_namespaces: Collection[str] = DEFAULT_NAMESPACES,
-        allow_revoked: bool = False,
-        extra_columns: Mapping[str, int] | None = None,
-        held_out_rows: int = 0,
-        split: str = "train",
-        prewarm_rows: int = 0,
+        read: ReadOptions | None = None,
+        access: AccessOptions | None = None,
+        tokens: TokenOptions | None = None,
+        media: MediaOptions | None = None,
+        **flat_options: Any,
     ) -> None:
-        """Load the manifest or mixture, check the pins and plan the global stream (no shard is read yet).
+        """Read the manifest(s) or mixture, check access and pins and plan the global stream (no shard is read).
 
         Args:
-            source: What to read: a manifest path or URI, a mixture YAML path or URI (``.yaml``/``.yml``),
-                a :class:`~fm_loader.manifest.DatasetManifest`, or an already parsed mixture dict (see
-                :mod:`fm_loader.mixture`).
-            global_batch_size: Rows per global batch, summed over all ranks; must be divisible by
-                ``world_size``.
-            rank: This process's rank, in ``[0, world_size)``; it gets rows
-                ``[rank * B, (rank + 1) * B)`` of each global batch, with ``B = global_batch_size // world_size``.
-            world_size: Number of ranks sharing each global batch.
+            source: A manifest path or URI (a local release folder means its ``manifest.json``), a mixture YAML
+                path or URI (``.yaml``/``.yml``), a parsed mixture dict (:mod:`fm_loader.mixture`), a
+                :class:`~fm_loader.manifest.DatasetManifest` or :class:`~fm_loader.media.manifest.MediaManifest`,
+                or a list of media manifests of one kind (each one full pass per epoch, interleaved).
+            global_batch_size: Rows per global batch over all ranks; divisible by ``world_size``.
+            rank: This process's rank in ``[0, world_size)``; it gets rows ``[rank * B, (rank + 1) * B)`` of each
+                global batch, ``B = global_batch_size // world_size``.
+            world_size: Ranks sharing each global batch.
             seed: Seed of the shuffle; the global stream is a function of the sources and this seed only.
-            num_workers: When positive, batches are built in this many torch ``DataLoader`` worker processes
-                (needs a finite ``epochs``); 0 builds them in this process.
-            expected_tokenizer_hash: If given, every source must have been tokenized with this tokenizer.
-            expected_vocab_size: If given, every source must have this vocabulary size.
-            expected_seq_len: If given, the dataset's ``seq_len`` must equal it.
-            epochs: Number of epochs to iterate, counted from epoch 0 (a restored state resumes inside
-                them); ``None`` iterates forever (only with ``num_workers == 0``, and ``len()`` is undefined).
-            prefetch: Batches built ahead of the trainer: by a background thread when ``num_workers == 0``
-                (0 builds each batch on demand), else the ``DataLoader``'s ``prefetch_factor`` (at least 1).
-            skip_corrupt: If True, a row that fails its checksum twice becomes a padding row
-                (``sample_ids == -1``) and is counted in :meth:`metrics`; if False it raises
-                :class:`~fm_loader.sources.CorruptRowError`.
-            max_docs_per_row: Documents per row the batch has room for (width of ``cu_seqlens`` minus
-                one). Defaults to the largest ``max_docs_per_row`` of the sources when all of them know
-                it, else ``seq_len``.
-            cache_dir: Folder for local copies of remote files; defaults to ``<tempdir>/fm_loader_cache``.
-            cache_budget_bytes: Size bound of that folder; least recently used files are evicted first.
-            storage_options: Passed to fsspec for remote manifests, mixtures and shards, e.g.
-                ``{"client_kwargs": {"endpoint_url": "http://127.0.0.1:9000"}}``.
-            input_ids_dtype: ``torch.int32`` (``nn.Embedding`` takes it) or ``torch.int64``. ``labels`` is
-                always int64 for ``cross_entropy``.
-            allowed_namespaces: Namespaces this trainer may read; a source from another one raises
-                :class:`~fm_loader.access.NamespaceError`. A manifest says its namespace; an MDS source takes
-                the ``namespace:`` of its mixture entry (default ``cloud``).
-            allow_revoked: Read revoked releases anyway (a warning is logged); otherwise one raises
-                :class:`~fm_loader.access.RevokedDatasetError`.
-            extra_columns: Per-token columns to add to every batch, name -> fill value (e.g.
-                ``{"ast_depth": -1, "chunk_id": 0}``): each is a ``(B, T)`` int32 tensor holding the values
-                of rows whose shards store the column (aligned with ``input_ids``) and the fill everywhere
-                else (sources without it, padding). See :mod:`fm_loader.columns`.
-            held_out_rows: Rows of every source kept out of training for per-dataset validation (whole
-                shards chosen from the source's content alone, see :mod:`fm_loader.holdout`); pass the same
-                number to :func:`fm_loader.validation.validation_loaders`. 0 trains on everything.
-            split: ``"train"``, or ``"validation:<source name>"`` for that source's held-out rows (what
-                :func:`~fm_loader.validation.validation_loaders` builds).
-            prewarm_rows: When positive, a background thread fetches the remote shards of this rank's rows
-                among the next ``prewarm_rows`` global rows into the cache while iterating, and keeps them
-                pinned until the window has passed them (:mod:`fm_loader.prewarm`).
+            num_workers: Build batches in this many torch ``DataLoader`` worker processes (needs a finite
+                ``epochs``); 0 builds them in this process.
+            expected_tokenizer_hash: If given, every source must have been tokenized with this tokenizer (the
+                manifest's ``tokenizer_hash``, repeated as ``tokenizer_sha256`` in the card that
+                ``fm card latest --name <dataset> --json`` prints).
+            epochs: Epochs to iterate from epoch 0 (a restored state resumes inside them); ``None`` is endless.
+            prefetch: Batches built ahead of the trainer: by a background thread when ``num_workers == 0`` (0
+                builds each batch on demand), else the ``DataLoader``'s ``prefetch_factor`` (at least 1).
+            read: Cache, remote storage, corrupt-row handling and prewarm (:class:`~fm_loader.options.ReadOptions`).
+            access: Namespaces and revoked releases (:class:`~fm_loader.options.AccessOptions`).
+            tokens: Packed-token pins and batch layout (:class:`~fm_loader.options.TokenOptions`).
+            media: Buckets, caption width and audio padding (:class:`~fm_loader.options.MediaOptions`).
+            **flat_options: The same options as flat keywords (``cache_dir=``, ``allow_revoked=``,
+                ``extra_columns=``, ``buckets=`` ...), as earlier releases took them.
 
         Raises:
-            ValueError: Invalid rank, world size or batch size; an unsupported ``input_ids_dtype``; or an
-                invalid mixture or manifest.
+            ValueError: Invalid rank, world size or batch size, an invalid mixture or manifest, or media
+                manifests of several kinds.
             PinningError: The sources disagree with each other or with the ``expected_*`` pins.
-            NamespaceError: A source's namespace is not in ``allowed_namespaces``.
-            RevokedDatasetError: A source is revoked and ``allow_revoked`` is False.
-            TypeError: ``source`` is of an unsupported type.
+            NamespaceError: A source's namespace is not allowed.
+            RevokedDatasetError: A source is revoked and ``allow_revoked`` is not set.
+            TypeError: ``source`` is of an unsupported type, or an unknown keyword.
             FileNotFoundError: The manifest or mixture does not exist.
-            ImportError: A remote URI's fsspec filesystem (e.g. s3fs) is not installed.
         """
         if global_batch_size <= 0 or world_size <= 0 or not 0 <= rank < world_size:
             raise ValueError(
@@ -261,7 +146,9 @@ class Loader:
             raise ValueError(
                 f"global_batch_size {global_batch_size} is not divisible by world_size {world_size}"
             )
-        columns = validate_extra_columns(extra_columns)
+        self.options: LoaderOptions = group_options(
+            {"read": read, "access": access, "tokens": tokens, "media": media}, flat_options
+        )
         self._config = dict(
             source=source,
             global_batch_size=global_batch_size,
@@ -270,71 +157,100 @@ class Loader:
             seed=seed,
             num_workers=num_workers,
             expected_tokenizer_hash=expected_tokenizer_hash,
-            expected_vocab_size=expected_vocab_size,
-            expected_seq_len=expected_seq_len,
             epochs=epochs,
             prefetch=prefetch,
-            skip_corrupt=skip_corrupt,
-            max_docs_per_row=max_docs_per_row,
-            cache_dir=cache_dir,
-            cache_budget_bytes=cache_budget_bytes,
-            storage_options=storage_options,
-            input_ids_dtype=input_ids_dtype,
-            allowed_namespaces=allowed_namespaces,
-            allow_revoked=allow_revoked,
-            extra_columns=extra_columns,
-            held_out_rows=held_out_rows,
-            split=split,
-            prewarm_rows=prewarm_rows,
+            **{name: getattr(self.options, name) for name in ("read", "access", "tokens", "media")},
         )
-        self.global_batch_size = global_batch_size
-        self.rank, self.world_size = rank, world_size
+        self.global_batch_size, self.rank, self.world_size = global_batch_size, rank, world_size
         self.local_batch_size = global_batch_size // world_size
-        self.num_workers, self.prefetch, self.epochs = num_workers, prefetch, epochs
-        self.prewarm_rows = prewarm_rows
-        self.cache = ShardCache(cache_dir, cache_budget_bytes, storage_options)
-        validate_namespaces(allowed_namespaces)
-        self.mixture = load_mixture(source, self.cache, held_out_rows, split, allowed_namespaces)
-        check_access(self.mixture.sources, allowed_namespaces, allow_revoked)
-        self.seq_len, self.vocab_size = check_pins(
-            self.mixture, expected_tokenizer_hash, expected_vocab_size, expected_seq_len
-        )
-        self.stream = GlobalStream(self.mixture, seed)
-        known = [s.max_docs_per_row for s in self.mixture.sources]
-        self.max_docs = max_docs_per_row or (max(known) if all(known) else self.seq_len)
-        self._assembler = BatchAssembler(
-            self.mixture,
-            self.seq_len,
-            self.max_docs,
-            skip_corrupt,
-            input_ids_dtype=input_ids_dtype,
-            pooled_batches=prefetch + 3,  # batches alive at once: the trainer's, the queued ones, the next
-            extra_columns=columns,
-        )
-        self.seed = seed
+        self.seed, self.num_workers, self.prefetch, self.epochs = seed, num_workers, prefetch, epochs
+        self.expected_tokenizer_hash = expected_tokenizer_hash
+        read_opts, access_opts = self.options.read, self.options.access
+        self.cache = ShardCache(read_opts.cache_dir, read_opts.cache_budget_bytes, read_opts.storage_options)
+        validate_namespaces(access_opts.allowed_namespaces)
+        self.kind, resolved = self._resolve(source)
+        self._builder: BatchBuilder = KINDS[self.kind].builder_class()(self, resolved)
         self.epoch = 0
-        self.rows_consumed = 0
+        self._position = dict.fromkeys(self._builder.state.position, 0)
         self._metrics = LoaderMetrics()
-        self._token_bytes = 2 if self.vocab_size < 65536 else 4
+
+    def _resolve(self, source: Any) -> tuple[str, Any]:
+        """The sample kind of ``source`` and what its builder reads (a mixture, or the media manifests)."""
+        if _is_mixture(source) or isinstance(source, DatasetManifest):
+            return PACKED_TOKENS, source
+        items = list(source) if isinstance(source, (list, tuple)) else [source]
+        if not items:
+            raise ValueError("a Loader needs at least one manifest")
+        for item in items:
+            if not isinstance(item, (str, os.PathLike, MediaManifest)):
+                raise TypeError(
+                    f"unsupported source {item!r}: give a manifest path or URI, a mixture or a manifest"
+                )
+        if len(items) == 1 and not isinstance(items[0], MediaManifest):
+            manifest = read_manifest(items[0], self.options.read.storage_options)
+            if isinstance(manifest, DatasetManifest):
+                return PACKED_TOKENS, manifest
+        manifests = _media_manifests(items, self.options.read.storage_options)
+        access = self.options.access
+        for m in manifests:
+            where = m.location or m.name
+            check_release(
+                m.namespace, m.revoked, where, tuple(access.allowed_namespaces), access.allow_revoked
+            )
+        kinds = {m.kind for m in manifests}
+        if len(kinds) != 1:
+            raise ValueError(
+                f"one {type(self).__name__} reads one modality, got {sorted(kinds)}; mix them with ModalityMixture"
+            )
+        return kinds.pop(), manifests
+
+    def __getattr__(self, name: str) -> Any:
+        """The kind's position keys (``rows_consumed`` ...) and its builder's attributes (``mixture`` ...)."""
+        position = self.__dict__.get("_position")
+        if position is not None and name in position:
+            return position[name]
+        builder = self.__dict__.get("_builder")
+        try:
+            if builder is None or name.startswith("__"):
+                raise AttributeError(name)
+            return getattr(builder, name)
+        except AttributeError:
+            kind = self.__dict__.get("kind", "")
+            raise AttributeError(
+                f"{type(self).__name__!r} object ({kind}) has no attribute {name!r}"
+            ) from None
 
     # -- state -------------------------------------------------------------------------------------------
     @property
+    def fingerprint(self) -> str:
+        """Identifies the plan (data, order, seed and the kind's batch layout)."""
+        return self._builder.fingerprint
+
+    @property
     def epoch_rows(self) -> int:
-        """Rows in one epoch of the global stream (the sum of the sources' per-epoch counts)."""
-        return self.stream.epoch_rows
+        """Rows (samples) in one epoch of the global stream."""
+        return self._builder.epoch_rows
+
+    @property
+    def epoch_samples(self) -> int:
+        """:attr:`epoch_rows`, by the media kinds' name."""
+        return self._builder.epoch_rows
 
     def state_dict(self) -> dict[str, Any]:
-        """The position after the last batch handed out.
+        """The position after the last batch handed out: plain JSON-serialisable values.
 
         Returns:
-            ``{"format", "fingerprint", "seed", "epoch", "rows_consumed"}``: plain JSON-serialisable values.
+            ``{"format", "fingerprint", "seed", "epoch", ...}`` plus the kind's position keys (packed tokens:
+            ``rows_consumed``; media: ``global_batch_size``, ``batches_emitted``, ``samples_consumed``).
         """
+        spec = self._builder.state
         return {
-            "format": STATE_FORMAT,
-            "fingerprint": self.stream.fingerprint,
+            "format": spec.format,
+            "fingerprint": self.fingerprint,
             "seed": self.seed,
+            **self._builder.pins(),
             "epoch": self.epoch,
-            "rows_consumed": self.rows_consumed,
+            **self._position,
         }
 
     def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> None:
@@ -342,196 +258,104 @@ class Loader:
 
         Args:
             state: A dict returned by :meth:`state_dict`.
-            strict: If True, refuse a state saved for another stream (other data or seed).
+            strict: If True, refuse a state saved for another stream (other data, seed or plan).
 
         Raises:
-            ValueError: ``state`` is not an fm_loader state (the message names the missing or invalid key and
-                shows a valid state), points past the end of this loader's epochs, or ``strict`` and its
-                fingerprint or seed differ from this loader's.
+            ValueError: ``state`` is not a state of this kind (the message names the missing or invalid key and
+                shows a valid state), another pinned value, a position past the end of this loader's epochs,
+                or ``strict`` and its fingerprint or seed differ from this loader's.
         """
-        validate_state(state, self.epochs, self.epoch_rows)
-        if strict and (state["fingerprint"] != self.stream.fingerprint or state["seed"] != self.seed):
+        builder = self._builder
+        validate_state(state, builder.state, self.epochs, self.epoch_rows, builder.pins())
+        if strict and (state["fingerprint"] != self.fingerprint or state["seed"] != self.seed):
+            word = "stream" if self.kind == PACKED_TOKENS else "plan"
             raise ValueError(
-                f"state belongs to another stream (fingerprint {state['fingerprint']} seed {state['seed']}, this "
-                f"loader has {self.stream.fingerprint} seed {self.seed}); pass strict=False to continue anyway"
+                f"state belongs to another {word} (fingerprint {state['fingerprint']} seed {state['seed']}, this "
+                f"loader has {self.fingerprint} seed {self.seed}); pass strict=False to continue anyway"
             )
-        self.epoch, self.rows_consumed = int(state["epoch"]), int(state["rows_consumed"])
+        self.epoch = int(state["epoch"])
+        self._position = {key: int(state[key]) for key in builder.state.position}
 
     # -- iteration ---------------------------------------------------------------------------------------
-    def _schedule(self) -> list[tuple[int, int]]:
-        """(epoch, first global row) of every remaining batch, from the current state."""
+    def _steps(self) -> Iterator[Step]:
+        return self._builder.steps(self.epoch, tuple(self._position.values()), self.epochs)
+
+    def _next_positions(self) -> Iterator[Any]:
+        """What each remaining batch is built from (packed tokens: ``(epoch, first global row)``)."""
+        return (step.work for step in self._steps())
+
+    def _schedule(self) -> list[Step]:
         if self.epochs is None:
             raise ValueError("an endless loader (epochs=None) has no finite schedule")
-        out: list[tuple[int, int]] = []
-        epoch, pos = self.epoch, self.rows_consumed
-        while epoch < self.epochs:
-            if pos >= self.epoch_rows:
-                epoch, pos = epoch + 1, 0
-                continue
-            out.append((epoch, pos))
-            pos += self.global_batch_size
-        return out
+        return list(self._steps())
 
-    def _next_positions(self) -> Iterator[tuple[int, int]]:
-        epoch, pos = self.epoch, self.rows_consumed
-        while self.epochs is None or epoch < self.epochs:
-            if pos >= self.epoch_rows:
-                epoch, pos = epoch + 1, 0
-                continue
-            yield epoch, pos
-            pos += self.global_batch_size
-
-    def _refs(self, epoch: int, start: int) -> RowRefs:
-        return self.stream.rows(epoch, start + self.rank * self.local_batch_size, self.local_batch_size)
-
-    def _build(self, epoch: int, start: int) -> dict[str, torch.Tensor]:
-        return self._assembler.assemble(self._refs(epoch, start))
-
-    def batch_at(self, epoch: int, start: int) -> dict[str, torch.Tensor]:
-        """Build one batch out of order, without changing the loader's position.
-
-        Args:
-            epoch: Epoch of the batch.
-            start: Global row of that epoch where the global batch begins.
-
-        Returns:
-            This rank's slice of that global batch (the same dict of tensors that iteration yields).
-        """
-        return self._build(epoch, start)
-
-    def _build_counted(self, epoch: int, start: int) -> tuple[dict[str, torch.Tensor], int, int]:
-        """:meth:`_build`, plus the batch's real tokens and rows (for the metrics)."""
-        batch = self._build(epoch, start)
-        tokens, rows = self._assembler.last_counts
-        return batch, tokens, rows
-
-    def _advance(
-        self,
-        epoch: int,
-        start: int,
-        batch: dict[str, torch.Tensor],
-        tokens: int | None = None,
-        rows: int | None = None,
-    ) -> None:
-        self.epoch, self.rows_consumed = epoch, start + self.global_batch_size
-        if self.rows_consumed >= self.epoch_rows:
-            self.epoch, self.rows_consumed = epoch + 1, 0
-        if tokens is None or rows is None:
-            tokens = int(batch["valid_token_count"].numpy().sum())
-            rows = int(np.count_nonzero(batch["sample_ids"].numpy() >= 0))
+    def _advance(self, step: Step, built: Built) -> None:
+        self.epoch = step.after[0]
+        self._position = dict(zip(self._position, step.after[1], strict=True))
         m = self._metrics
         m.batches += 1
-        m.rows += rows
-        m.tokens += tokens
-        m.bytes += tokens * self._token_bytes
-        m.corrupt_rows_skipped = self._assembler.corrupt_rows_skipped
-        m.lost_rows = self._assembler.lost_rows
+        m.rows += built.rows
+        m.tokens += built.tokens
+        m.bytes += built.bytes
+        m.corrupt_rows_skipped += built.corrupt
+        m.lost_rows += built.lost
 
-    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+    def __iter__(self) -> Iterator[dict[str, Any]]:
         """Yield this rank's batches from the current position to the end of the last epoch.
 
         The state advances as each batch is handed out, so :meth:`state_dict` taken between batches resumes
         right after the last one received.
         """
-        if self.num_workers > 0:
-            batches = self._iter_workers()
-        elif self.prefetch > 0:
-            batches = self._iter_prefetch()
-        else:
-            batches = self._iter_inline()
-        return self._prewarmed(batches) if self.prewarm_rows > 0 else batches
+        batches = self._iter_workers() if self.num_workers > 0 else self._iter_local()
+        return self._builder.wrap(batches)
 
-    def _prewarmed(self, batches: Iterator[dict[str, torch.Tensor]]) -> Iterator[dict[str, torch.Tensor]]:
-        warmer = Prewarmer(
-            self.mixture,
-            self.seed,
-            self.cache,
-            self.prewarm_rows,
-            self.global_batch_size,
-            (self.rank * self.local_batch_size, self.local_batch_size),
-            self._next_positions(),
-            lambda: (self.epoch, self.rows_consumed),
-        )
-        warmer.start()
-        try:
-            yield from batches
-        finally:
-            warmer.stop()
-
-    def _iter_inline(self) -> Iterator[dict[str, torch.Tensor]]:
-        for epoch, start in self._next_positions():
-            asked = self._metrics.ask()
-            batch, tokens, rows = self._build_counted(epoch, start)
+    def _built(self) -> Generator[tuple[Step, Built, float, float], None, None]:
+        """(step, its batch, when it was finished, how long it took) for every remaining step."""
+        for step in self._steps():
+            t0 = time.monotonic()
+            built = self._builder.build(step.work)
             built_at = time.monotonic()
-            self._metrics.handed(asked, built_at, built_at - asked)
-            self._advance(epoch, start, batch, tokens, rows)
-            yield batch
+            yield step, built, built_at, built_at - t0
 
-    def _iter_prefetch(self) -> Iterator[dict[str, torch.Tensor]]:
-        ready: queue.Queue = queue.Queue(maxsize=self.prefetch)
-        stop = threading.Event()
-        done = object()
-
-        def produce() -> None:
-            try:
-                for epoch, start in self._next_positions():
-                    t0 = time.monotonic()
-                    batch, tokens, rows = self._build_counted(epoch, start)
-                    built_at = time.monotonic()
-                    item = (epoch, start, batch, tokens, rows, built_at, built_at - t0)
-                    while not stop.is_set():
-                        try:
-                            ready.put(item, timeout=0.1)
-                            break
-                        except queue.Full:
-                            continue
-                    if stop.is_set():
-                        return
-                ready.put(done)
-            except BaseException as exc:  # handed to the consumer, raised there
-                ready.put(exc)
-
-        worker = threading.Thread(target=produce, name="fm_loader-prefetch", daemon=True)
-        worker.start()
+    def _iter_local(self) -> Iterator[dict[str, Any]]:
+        """Batches built in this process: on demand, or ``prefetch`` ahead by a thread."""
+        items = prefetched(self._built(), self.prefetch) if self.prefetch > 0 else self._built()
         try:
             while True:
                 asked = self._metrics.ask()
-                item = ready.get()
-                if item is done:
+                try:
+                    step, built, built_at, build_s = next(items)
+                except StopIteration:
                     return
-                if isinstance(item, BaseException):
-                    raise item
-                epoch, start, batch, tokens, rows, built_at, build_s = item
                 self._metrics.handed(asked, built_at, build_s)
-                self._advance(epoch, start, batch, tokens, rows)
-                yield batch
+                self._advance(step, built)
+                yield built.batch
         finally:
-            stop.set()
-            worker.join(timeout=5)
+            items.close()  # stops the prefetch thread when the trainer stops early
 
-    def _iter_workers(self) -> Iterator[dict[str, torch.Tensor]]:
+    def _iter_workers(self) -> Iterator[dict[str, Any]]:
         schedule = self._schedule()
         if not schedule:
             return
         data = torch.utils.data.DataLoader(
-            _WorkerBatches(self, schedule),
+            _WorkerBatches(self._config, [step.work for step in schedule]),
             batch_size=None,
             num_workers=self.num_workers,
             prefetch_factor=max(1, self.prefetch),
             persistent_workers=False,
         )
         it = iter(data)
-        for epoch, start in schedule:
+        for step in schedule:
             asked = self._metrics.ask()
-            batch, info = next(it)
+            built, info = next(it)
             self._metrics.handed(asked, info["built_at"], info["build_s"])
             self._metrics.worker_cache.add(info["cache"])
-            self._advance(epoch, start, batch, info["tokens"], info["rows"])
-            yield batch
+            self._advance(step, built)
+            yield built.batch
 
     # -- reporting ---------------------------------------------------------------------------------------
     def metrics(self) -> dict[str, float]:
-        """Throughput and stall counters since construction or :meth:`reset_metrics`.
+        """Throughput and stall counters since construction or :meth:`reset_metrics`, the same for every kind.
 
         Returns:
             Counts (``rows``, ``tokens``, ``bytes``, ``batches``, ``corrupt_rows_skipped``, and ``lost_rows``:
@@ -540,11 +364,11 @@ class Loader:
             (``input_stall_s``, ``input_stall_fraction``), ``queue_depth_mean`` (batches ready when the trainer
             asked), ``build_s`` (time spent building batches, worker processes included) and the cache's
             ``cache_hits``, ``cache_misses``, ``cache_hit_rate``, ``cache_bytes_downloaded``,
-            ``cache_fetch_wait_s`` (readers waiting on downloads), ``cache_prewarmed`` and ``cache_evictions``
-            (worker processes' caches included). :class:`fm_loader.metrics.MetricsLogger` logs them every N
-            steps.
+            ``cache_fetch_wait_s``, ``cache_prewarmed`` and ``cache_evictions`` (worker processes' caches
+            included). Media kinds add their names: ``samples``, ``samples_per_s``, ``caption_tokens``,
+            ``corrupt_samples_skipped``. :class:`fm_loader.metrics.MetricsLogger` logs them every N steps.
         """
-        return self._metrics.snapshot(self.cache.stats)
+        return self._builder.named_metrics(self._metrics.snapshot(self.cache.stats))
 
     def reset_metrics(self) -> None:
         """Start the counters of :meth:`metrics` afresh (the cache's counters keep running)."""
@@ -560,10 +384,37 @@ class Loader:
 
     def close(self) -> None:
         """Close the shards held open (memory maps and files)."""
-        self._assembler.close()
+        self._builder.close()
 
     def __enter__(self) -> Loader:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _WorkerBatches(torch.utils.data.IterableDataset):
+    """Runs inside DataLoader workers: worker ``w`` builds every ``num_workers``-th batch of the schedule."""
+
+    def __init__(self, config: dict[str, Any], schedule: list[Any]) -> None:
+        self.config, self.schedule = config, schedule
+
+    def __iter__(self) -> Iterator[tuple[Built, dict[str, Any]]]:
+        """Yields (the built batch, its build time and the worker cache's counters since the last one)."""
+        info = torch.utils.data.get_worker_info()
+        wid, nw = (info.id, info.num_workers) if info is not None else (0, 1)
+        local = Loader(**{**self.config, "num_workers": 0, "prefetch": 0})
+        try:
+            before = replace(local.cache.stats)
+            for work in self.schedule[wid::nw]:
+                t0 = time.monotonic()
+                built = local._builder.build(work)
+                built_at = time.monotonic()
+                now = replace(local.cache.stats)
+                yield (
+                    built,
+                    {"built_at": built_at, "build_s": built_at - t0, "cache": cache_delta(now, before)},
+                )
+                before = now
+        finally:
+            local.close()

@@ -6,15 +6,15 @@ Shard paths may be relative (resolved against the manifest's own location) or ab
 
 from __future__ import annotations
 
-import gc
 import json
 from collections import deque
 from dataclasses import asdict, dataclass, field, fields
 from itertools import repeat
-from typing import Any
+from typing import Any, ClassVar
 
 from fm_loader.format import FORMAT_VERSION, SUPPORTED_FORMAT_VERSIONS, ShardInfo, schema_fingerprint
-from fm_loader.storage import read_bytes, resolve_uri, write_bytes_atomic
+from fm_loader.manifest_base import Manifest
+from fm_loader.storage import resolve_uri
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ def _entries(docs: list[dict[str, Any]]) -> list[ShardEntry]:
 
 
 @dataclass
-class DatasetManifest:
+class DatasetManifest(Manifest):
     """A dataset's shards plus the facts a trainer pins: seq_len, vocabulary, tokenizer, code version.
 
     Attributes:
@@ -125,6 +125,7 @@ class DatasetManifest:
     namespace: str = "cloud"
     revoked: dict[str, Any] | None = None
     location: str = field(default="", compare=False, repr=False)  # where it was loaded from, not serialised
+    label: ClassVar[str] = "a packed-token"
 
     @property
     def schema_fingerprint(self) -> str:
@@ -145,10 +146,6 @@ class DatasetManifest:
     def max_docs_per_row(self) -> int:
         """Largest ``max_docs_per_row`` of the shards (0 when unknown or no shards)."""
         return max((s.max_docs_per_row for s in self.shards), default=0)
-
-    def shard_uri(self, entry: ShardEntry) -> str:
-        """Path or URI of ``entry``'s tar, resolved against :attr:`location`."""
-        return resolve_uri(self.location, entry.path)
 
     def index_uri(self, entry: ShardEntry) -> str:
         """Path or URI of ``entry``'s row index, resolved against :attr:`location`."""
@@ -174,31 +171,14 @@ class DatasetManifest:
         }
         return json.dumps(doc, sort_keys=True, indent=1) + "\n"
 
+    @property
+    def kind(self) -> str:
+        """The sample kind (:mod:`fm_loader.kinds`): packed token rows."""
+        return "packed-tokens"
+
     @classmethod
-    def from_json(cls, text: str | bytes, location: str = "") -> DatasetManifest:
-        """Parse a manifest written by :meth:`to_json`.
-
-        Args:
-            text: The JSON document.
-            location: Where it came from; relative shard paths resolve against it.
-
-        Returns:
-            The manifest.
-
-        Raises:
-            ValueError: The stored schema fingerprint does not match this fm_loader's row format.
-            KeyError: A required field is missing.
-        """
-        # A manifest of 100k shards is a few hundred thousand objects that all live on: the cyclic GC would
-        # walk every live object many times while they are created, for nothing (none is garbage yet).
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
-            doc = json.loads(text)
-            shards = _entries(doc["shards"])
-        finally:
-            if collecting:
-                gc.enable()
+    def from_doc(cls, doc: dict[str, Any], location: str = "") -> DatasetManifest:
+        """The manifest of a parsed JSON document (see :meth:`from_json`)."""
         manifest = cls(
             name=doc["name"],
             version=doc["version"],
@@ -206,7 +186,7 @@ class DatasetManifest:
             vocab_size=int(doc["vocab_size"]),
             tokenizer_hash=doc["tokenizer_hash"],
             code_version=doc["code_version"],
-            shards=shards,
+            shards=_entries(doc["shards"]),
             format_version=int(doc.get("format_version", FORMAT_VERSION)),
             extra=doc.get("extra", {}),
             namespace=doc.get("namespace", "cloud"),
@@ -225,30 +205,3 @@ class DatasetManifest:
                 f"fm_loader's row format ({manifest.schema_fingerprint}); upgrade fm_loader or re-shard"
             )
         return manifest
-
-    @classmethod
-    def load(cls, path_or_uri: str, storage_options: dict[str, Any] | None = None) -> DatasetManifest:
-        """Read a manifest from a local path or a remote URI.
-
-        Args:
-            path_or_uri: Local path, ``file://`` or fsspec URI (``s3://...``) of the manifest JSON.
-            storage_options: Passed to fsspec for remote URIs.
-
-        Returns:
-            The manifest, with :attr:`location` set to ``path_or_uri``.
-
-        Raises:
-            FileNotFoundError: No file at ``path_or_uri``.
-            ValueError: The schema fingerprint does not match (see :meth:`from_json`).
-        """
-        return cls.from_json(read_bytes(path_or_uri, storage_options), location=str(path_or_uri))
-
-    def save(self, path_or_uri: str, storage_options: dict[str, Any] | None = None) -> None:
-        """Write :meth:`to_json` atomically (temporary file and rename, or one PUT) and set :attr:`location`.
-
-        Args:
-            path_or_uri: Local path, ``file://`` or fsspec URI; local parent folders are created.
-            storage_options: Passed to fsspec for remote URIs.
-        """
-        write_bytes_atomic(str(path_or_uri), self.to_json().encode(), storage_options)
-        self.location = str(path_or_uri)

@@ -38,6 +38,7 @@ that were asked for, and the counts stay a pure function of the manifests and th
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -134,6 +135,8 @@ def validate_spec(spec: Any) -> None:
             weight = entry.get(key, 1)
             if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight <= 0:
                 raise MixtureError(f"{label}: '{key}' must be a number > 0, got {weight!r}")
+            if not math.isfinite(weight):
+                raise MixtureError(f"{label}: '{key}' must be a finite number > 0, got {weight!r}")
         choose = entry.get("choose", 0)
         if isinstance(choose, bool) or not isinstance(choose, int) or choose < 0:
             raise MixtureError(f"{label}: 'choose' must be a whole number of rows >= 0, got {choose!r}")

@@ -31,6 +31,7 @@ from fm_loader.format import (
     sample_checksum32,
 )
 from fm_loader.manifest import DatasetManifest
+from fm_loader.media.manifest import MediaManifest
 from fm_loader.storage import read_bytes
 
 _BLOCK = 512
@@ -114,10 +115,22 @@ def verify_shard(name: str, tar: bytes | memoryview, idx: bytes | memoryview, re
         report.problems.append(Problem(name, f"tar end is not {2 * _BLOCK} zero bytes after the last sample"))
 
 
-def verify_dataset(manifest_path_or_uri: str, storage_options: dict[str, Any] | None = None) -> VerifyReport:
-    """Check every shard of a dataset manifest: presence, size and sha256 against the manifest, then
-    :func:`verify_shard`. Missing or unreadable files are reported, not raised."""
-    manifest = DatasetManifest.load(manifest_path_or_uri, storage_options)
+def verify_dataset(manifest: Any, storage_options: dict[str, Any] | None = None) -> VerifyReport:
+    """Check every byte of a release of any kind (its manifest, or the manifest's path / URI / folder) with the
+    verifier :mod:`fm_loader.kinds` registers for its kind. Missing or unreadable files are reported, not raised.
+    """
+    from fm_loader.kinds import KINDS, read_manifest
+
+    if not isinstance(manifest, (DatasetManifest, MediaManifest)):
+        manifest = read_manifest(str(manifest), storage_options)
+    return KINDS[manifest.kind].verifier()(manifest, storage_options)
+
+
+def verify_token_dataset(
+    manifest: DatasetManifest, storage_options: dict[str, Any] | None = None
+) -> VerifyReport:
+    """Check every shard of a packed-token manifest: presence, size and sha256 against the manifest, then
+    :func:`verify_shard`."""
     report = VerifyReport()
     for entry in manifest.shards:
         try:

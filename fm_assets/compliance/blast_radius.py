@@ -32,7 +32,7 @@ from fm_assets.engine import layout
 from fm_assets.engine.landing import list_complete_batches, read_batch_manifest
 from fm_assets.engine.refs import read_ref, read_success, read_success_at
 from fm_assets.engine.store import ObjectStore
-from fm_loader.manifest import DatasetManifest
+from fm_loader.kinds import KnownManifest, parse_manifest
 
 log = logging.getLogger(__name__)
 HASH_STAGE = "dedup"  # the blocklist stage's input: its text is what a document hash is computed over
@@ -97,13 +97,17 @@ class ShardRows:
         if prefix not in self._cache:
             table: dict[str, set[str]] = {}
             success = read_success_at(self.store, prefix)
-            for chunk in _iter_parts(self.store, success.parts, ["shard", "doc_ids"]):
-                for shard, ids in zip(
-                    chunk.column("shard").to_pylist(),
-                    chunk.column("doc_ids").to_pylist(),
-                    strict=True,
-                ):
-                    table.setdefault(shard, set()).update(base_doc_id(i) for i in ids or ())
+            for part in success.parts:
+                with self.store.open(part) as handle:
+                    rows = pq.ParquetFile(handle)
+                    # a text row packs many documents (doc_ids); a media sample is one (doc_id)
+                    column = "doc_ids" if "doc_ids" in rows.schema_arrow.names else "doc_id"
+                    for chunk in rows.iter_batches(batch_size=READ_ROWS, columns=["shard", column]):
+                        for shard, ids in zip(
+                            chunk.column("shard").to_pylist(), chunk.column(column).to_pylist(), strict=True
+                        ):
+                            ids = [ids] if isinstance(ids, str) else ids or ()
+                            table.setdefault(shard, set()).update(base_doc_id(i) for i in ids)
             self._cache[prefix] = table
         return self._cache[prefix].get(name, set())
 
@@ -123,11 +127,13 @@ def latest_version(store: ObjectStore, name: str) -> str | None:
     return store.read_json(rel)["version"] if store.exists(rel) else None
 
 
-def read_release(store: ObjectStore, name: str, version: str) -> DatasetManifest:
-    return DatasetManifest.from_json(store.read_bytes(layout.dataset_manifest(name, version)))
+def read_release(store: ObjectStore, name: str, version: str) -> KnownManifest:
+    """The release's manifest, whatever its sample kind (packed tokens, image-text, audio-text)."""
+    rel = layout.dataset_manifest(name, version)
+    return parse_manifest(store.read_bytes(rel), store.uri(rel))
 
 
-def shard_paths(name: str, version: str, manifest: DatasetManifest) -> list[str]:
+def shard_paths(name: str, version: str, manifest: KnownManifest) -> list[str]:
     """Store-relative paths of the shards a release references."""
     folder = layout.dataset_dir(name, version)
     return [layout.normalize_path(f"{folder}/{entry.path}") for entry in manifest.shards]

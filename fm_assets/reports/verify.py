@@ -9,7 +9,6 @@ against the manifest, and every sample's bytes, all members and tar headers, aga
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -22,7 +21,8 @@ from fm_assets.engine.landing import list_complete_batches, read_batch_manifest
 from fm_assets.engine.refs import batches_with_ref, read_ref, read_success_at
 from fm_assets.engine.store import ObjectStore
 from fm_assets.stages.names import ALL_STAGE_NAMES
-from fm_loader.media.manifest import MANIFEST_KIND as MEDIA_MANIFEST_KIND
+from fm_loader.kinds import parse_manifest
+from fm_loader.media.manifest import MediaManifest
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +138,6 @@ def verify_landing(store: ObjectStore, report: VerifyReport, batches: set[str] |
 
 def verify_releases(store: ObjectStore, report: VerifyReport, dataset: str | None, quick: bool) -> set[str]:
     """Check each release's shard references; returns the batches the checked releases hold."""
-    from fm_loader.manifest import DatasetManifest
     from fm_loader.verify import verify_dataset
 
     batches: set[str] = set()
@@ -153,11 +152,11 @@ def verify_releases(store: ObjectStore, report: VerifyReport, dataset: str | Non
             continue
         version = store.read_json(latest)["version"]
         folder = layout.dataset_dir(name, version)
-        body = store.read_bytes(layout.dataset_manifest(name, version))
-        if json.loads(body).get("kind") == MEDIA_MANIFEST_KIND:
-            batches.update(_verify_media_release(store, report, name, version, body, quick))
+        rel = layout.dataset_manifest(name, version)
+        manifest = parse_manifest(store.read_bytes(rel), store.uri(rel))
+        if isinstance(manifest, MediaManifest):
+            batches.update(_verify_media_release(store, report, name, version, manifest, quick))
             continue
-        manifest = DatasetManifest.from_json(body)
         report.releases_checked += 1
         batches.update(manifest.extra.get("batches", []))
         if quick:
@@ -185,12 +184,9 @@ def _release_finding(rel: str, problem: str, stage: str = "shard") -> Finding:
 
 
 def _verify_media_release(
-    store: ObjectStore, report: VerifyReport, name: str, version: str, body: bytes, quick: bool
+    store: ObjectStore, report: VerifyReport, name: str, version: str, manifest: MediaManifest, quick: bool
 ) -> list[str]:
     """A multimodal release: every shard and sample index present (quick) or matching its sha256."""
-    from fm_loader.media.manifest import MediaManifest
-
-    manifest = MediaManifest.from_json(body)
     folder = layout.dataset_dir(name, version)
     report.releases_checked += 1
     for entry in manifest.shards:

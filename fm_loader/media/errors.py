@@ -6,9 +6,7 @@ catches the same exception whichever loader refused.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
-from fm_loader.access import NamespaceError, RevokedDatasetError, check_access
+from fm_loader.access import NamespaceError, RevokedDatasetError, check_release
 from fm_loader.sources import CorruptRowError
 
 __all__ = ["CorruptSampleError", "NamespaceError", "RevokedDatasetError", "check_release"]
@@ -30,23 +28,3 @@ class CorruptSampleError(CorruptRowError):
         self.shard = shard
         self.row = row
         self.key = key
-
-
-def check_release(
-    namespace: str, revoked: dict | None, where: str, allowed_namespaces: tuple[str, ...], allow_revoked: bool
-) -> None:
-    """Refuse a release outside the trainer's namespaces, or a revoked one unless explicitly allowed.
-
-    Args:
-        namespace: The release's namespace.
-        revoked: Its ``revoked`` field (``None`` while valid).
-        where: Names the release (manifest path or name) in the message.
-        allowed_namespaces: Namespaces the trainer may read.
-        allow_revoked: Read a revoked release anyway (a warning is logged).
-
-    Raises:
-        NamespaceError: ``namespace`` is not allowed.
-        RevokedDatasetError: The release is revoked and ``allow_revoked`` is not set.
-    """
-    release = SimpleNamespace(name=where, origin="media manifest", namespace=namespace, revoked=revoked)
-    check_access([release], allowed_namespaces, allow_revoked)

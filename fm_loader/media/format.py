@@ -26,20 +26,52 @@ import io
 import json
 import math
 import re
-import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import xxhash
 
-from fm_loader.format import sample_checksum32, tar_header, tar_padding
 from fm_loader.media.buckets import DEFAULT_BUCKETS
+from fm_loader.media.index import (
+    MEDIA_FORMAT_VERSION,
+    MEDIA_INDEX_DTYPE,
+    MEDIA_INDEX_MAGIC,
+    CorruptMediaIndexError,
+    MediaIndex,
+    decode_media_index,
+    encode_media_index,
+)
+from fm_loader.tarwriter import SampleTar
 
-MEDIA_FORMAT_VERSION = 1
-MEDIA_INDEX_MAGIC = b"FMMEDIX1"
-_INDEX_HEADER = struct.Struct("<8sIIQQ")  # magic, version, flags, samples, key bytes
+# the sample index lives in fm_loader.media.index; this is the media codec's public face
+__all__ = [
+    "AUDIO_EXTS",
+    "IMAGE_EXTS",
+    "KEY_PATTERN",
+    "MEDIA_EXTS",
+    "MEDIA_FORMAT_VERSION",
+    "MEDIA_INDEX_DTYPE",
+    "MEDIA_INDEX_MAGIC",
+    "MEDIA_KIND",
+    "REQUIRED_META",
+    "SHAPE_FIELDS",
+    "CorruptMediaIndexError",
+    "EncodedMediaShard",
+    "MediaIndex",
+    "MediaSample",
+    "MediaShape",
+    "MediaShardInfo",
+    "decode_media_index",
+    "encode_media_index",
+    "encode_media_shard",
+    "media_schema_fingerprint",
+    "modality_of",
+    "probe_shape",
+    "sample_json",
+    "shape_summary",
+]
+
 IMAGE_EXTS = ("jpg", "png")
 AUDIO_EXTS = ("flac", "wav")
 MEDIA_EXTS = IMAGE_EXTS + AUDIO_EXTS
@@ -51,31 +83,6 @@ SHAPE_FIELDS = {
 }
 REQUIRED_META = ("licence", "provenance")
 KEY_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,128}")
-
-MEDIA_INDEX_DTYPE = np.dtype(
-    [
-        ("sample_offset", "<u8"),  # first byte of the sample's first tar header
-        ("sample_size", "<u8"),  # bytes of all three members with headers and padding
-        ("media_offset", "<u8"),
-        ("media_size", "<u8"),
-        ("text_offset", "<u8"),
-        ("meta_offset", "<u8"),
-        ("frames", "<u8"),  # audio frames per channel (0 for images)
-        ("text_size", "<u4"),
-        ("meta_size", "<u4"),
-        (
-            "checksum",
-            "<u4",
-        ),  # xxh3-64 & 0xffffffff of the sample's bytes (fm_loader.format.sample_checksum32)
-        ("width", "<u4"),
-        ("height", "<u4"),
-        ("sample_rate", "<u4"),
-        ("channels", "<u2"),
-        ("caption_tokens", "<u2"),  # number of caption token ids in the .json (0: none)
-        ("media_kind", "u1"),  # index into MEDIA_EXTS
-        ("reserved", "V7"),
-    ]
-)
 
 
 def modality_of(ext: str) -> str:
@@ -304,22 +311,12 @@ def encode_media_shard(samples: Iterable[MediaSample], shard_name: str) -> Encod
     """
     if not shard_name or shard_name.startswith("/") or ".." in shard_name.split("/"):
         raise ValueError(f"shard name {shard_name!r} must be a non-empty relative name")
-    tar = io.BytesIO()
+    tar = SampleTar()
     records: list[tuple[Any, ...]] = []
     keys: list[bytes] = []
     seen: dict[str, int] = {}
     modality = ""
     shapes: list[MediaShape] = []
-    sample_bytes = bytearray()
-
-    def add_member(name: str, payload: bytes) -> int:
-        """Append a member to the current sample; returns its payload's offset in the tar."""
-        sample_bytes.extend(tar_header(name, len(payload)))
-        offset = tar.tell() + len(sample_bytes)
-        sample_bytes.extend(payload)
-        sample_bytes.extend(b"\0" * tar_padding(len(payload)))
-        return offset
-
     for position, sample in enumerate(samples):
         where = _check_sample(sample, shard_name, position, seen)
         kind = modality_of(sample.media_ext)
@@ -338,13 +335,10 @@ def encode_media_shard(samples: Iterable[MediaSample], shard_name: str) -> Encod
         n_caption_tokens = len(sample.meta.get("caption_tokens", ()))
         base = f"{shard_name}/{sample.key}"
         start = tar.tell()
-        media_offset = add_member(f"{base}.{sample.media_ext}", media)
-        text_offset = add_member(f"{base}.txt", text)
-        meta_offset = add_member(f"{base}.json", meta)
-        checksum = sample_checksum32(sample_bytes)
-        size = len(sample_bytes)
-        tar.write(sample_bytes)
-        sample_bytes.clear()
+        media_offset = tar.add_member(f"{base}.{sample.media_ext}", media)
+        text_offset = tar.add_member(f"{base}.txt", text)
+        meta_offset = tar.add_member(f"{base}.json", meta)
+        checksum, size = tar.end_sample()
         records.append(
             (
                 start,
@@ -370,8 +364,7 @@ def encode_media_shard(samples: Iterable[MediaSample], shard_name: str) -> Encod
         shapes.append(shape)
     if not records:
         raise ValueError(f"shard {shard_name!r}: no samples to encode")
-    tar.write(b"\0" * 1024)  # end-of-archive: two zero blocks
-    tar_bytes = tar.getvalue()
+    tar_bytes = tar.finish()
     index = np.array(records, dtype=MEDIA_INDEX_DTYPE)
     index_bytes = encode_media_index(index, keys)
     tar_name, index_name = f"{shard_name}.tar", f"{shard_name}.idx"
@@ -410,72 +403,3 @@ def shape_summary(records: np.ndarray) -> dict[str, Any]:
             duration_s=[round(float(durations.min()), 6), round(float(durations.max()), 6)],
         )
     return summary
-
-
-def encode_media_index(records: np.ndarray, keys: list[bytes]) -> bytes:
-    """The ``.idx`` bytes: header, records, key offsets (uint64, n + 1) and key bytes, xxh3-64 footer."""
-    offsets = np.zeros(len(keys) + 1, dtype="<u8")
-    np.cumsum([len(k) for k in keys], out=offsets[1:])
-    key_blob = b"".join(keys)
-    header = _INDEX_HEADER.pack(MEDIA_INDEX_MAGIC, MEDIA_FORMAT_VERSION, 0, len(records), len(key_blob))
-    body = header + records.astype(MEDIA_INDEX_DTYPE).tobytes() + offsets.tobytes() + key_blob
-    return body + struct.pack("<Q", xxhash.xxh3_64_intdigest(body))
-
-
-class CorruptMediaIndexError(ValueError):
-    """A sample index does not match its own footer checksum or layout."""
-
-
-@dataclass(frozen=True)
-class MediaIndex:
-    """A decoded ``.idx`` file.
-
-    Attributes:
-        records: One :data:`MEDIA_INDEX_DTYPE` record per sample (read-only view of the file).
-        key_offsets: ``n + 1`` byte offsets of the keys in ``key_blob``.
-        key_blob: The keys, concatenated UTF-8.
-    """
-
-    records: np.ndarray
-    key_offsets: np.ndarray
-    key_blob: bytes
-
-    @property
-    def samples(self) -> int:
-        return len(self.records)
-
-    def key(self, sample: int) -> str:
-        """The key of sample ``sample`` (without the shard-name prefix of its tar members)."""
-        lo, hi = int(self.key_offsets[sample]), int(self.key_offsets[sample + 1])
-        return self.key_blob[lo:hi].decode()
-
-
-def decode_media_index(data: bytes | memoryview, source: str = "<index>") -> MediaIndex:
-    """Parse and verify an ``.idx`` file written by :func:`encode_media_shard`.
-
-    Raises:
-        CorruptMediaIndexError: The footer checksum, magic, version or sizes do not match.
-    """
-    buf = memoryview(data)
-    if len(buf) < _INDEX_HEADER.size + 8:
-        raise CorruptMediaIndexError(f"{source}: sample index too short ({len(buf)} bytes)")
-    (footer,) = struct.unpack("<Q", buf[-8:])
-    if xxhash.xxh3_64_intdigest(buf[:-8]) != footer:
-        raise CorruptMediaIndexError(
-            f"{source}: sample index checksum mismatch; re-shard or restore the file"
-        )
-    magic, version, _flags, n, key_bytes = _INDEX_HEADER.unpack_from(buf, 0)
-    if magic != MEDIA_INDEX_MAGIC:
-        raise CorruptMediaIndexError(f"{source}: not an fm_loader media index (magic={magic!r})")
-    if version != MEDIA_FORMAT_VERSION:
-        raise CorruptMediaIndexError(
-            f"{source}: media index format version {version}; this fm_loader reads {MEDIA_FORMAT_VERSION}"
-        )
-    start = _INDEX_HEADER.size
-    end = start + n * MEDIA_INDEX_DTYPE.itemsize
-    offsets_end = end + (n + 1) * 8
-    if offsets_end + key_bytes + 8 != len(buf):
-        raise CorruptMediaIndexError(f"{source}: sample index size does not match its header")
-    records = np.frombuffer(buf[start:end], dtype=MEDIA_INDEX_DTYPE)
-    offsets = np.frombuffer(buf[end:offsets_end], dtype="<u8")
-    return MediaIndex(records, offsets, bytes(buf[offsets_end : offsets_end + key_bytes]))

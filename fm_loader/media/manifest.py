@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
+from fm_loader.manifest_base import Manifest
 from fm_loader.media.format import MEDIA_FORMAT_VERSION, MediaShardInfo, media_schema_fingerprint
-from fm_loader.storage import read_bytes, resolve_uri, write_bytes_atomic
+from fm_loader.storage import resolve_uri
 
 MODALITIES = ("image-text", "audio-text")
 MANIFEST_KIND = "fm_loader.media-manifest"
@@ -64,7 +65,7 @@ class MediaShardEntry:
 
 
 @dataclass
-class MediaManifest:
+class MediaManifest(Manifest):
     """A media release's shards plus the facts a trainer checks.
 
     Attributes:
@@ -94,6 +95,7 @@ class MediaManifest:
     format_version: int = MEDIA_FORMAT_VERSION
     extra: dict[str, Any] = field(default_factory=dict)
     location: str = field(default="", compare=False, repr=False)
+    label: ClassVar[str] = "a media"
 
     def __post_init__(self) -> None:
         if self.modality not in MODALITIES:
@@ -109,10 +111,6 @@ class MediaManifest:
     @property
     def schema_fingerprint(self) -> str:
         return media_schema_fingerprint(self.format_version)
-
-    def shard_uri(self, entry: MediaShardEntry) -> str:
-        """Path or URI of ``entry``'s tar, resolved against :attr:`location`."""
-        return resolve_uri(self.location, entry.path)
 
     def index_uri(self, entry: MediaShardEntry) -> str:
         """Path or URI of ``entry``'s sample index, resolved against :attr:`location`."""
@@ -137,15 +135,14 @@ class MediaManifest:
         }
         return json.dumps(doc, sort_keys=True, indent=1, allow_nan=False) + "\n"
 
-    @classmethod
-    def from_json(cls, text: str | bytes, location: str = "") -> MediaManifest:
-        """Parse a manifest written by :meth:`to_json`.
+    @property
+    def kind(self) -> str:
+        """The sample kind (:mod:`fm_loader.kinds`): the modality."""
+        return self.modality
 
-        Raises:
-            ValueError: Not a media manifest, an unknown modality, or a format version / schema fingerprint
-                this fm_loader does not read.
-        """
-        doc = json.loads(text)
+    @classmethod
+    def from_doc(cls, doc: dict[str, Any], location: str = "") -> MediaManifest:
+        """The manifest of a parsed JSON document (see :meth:`from_json`)."""
         where = location or doc.get("name", "<manifest>")
         if doc.get("kind") != MANIFEST_KIND:
             raise ValueError(
@@ -177,13 +174,3 @@ class MediaManifest:
                 f"({manifest.schema_fingerprint}); upgrade fm_loader or re-shard"
             )
         return manifest
-
-    @classmethod
-    def load(cls, path_or_uri: str, storage_options: dict[str, Any] | None = None) -> MediaManifest:
-        """Read a manifest from a local path or a remote URI (``s3://...`` through fsspec)."""
-        return cls.from_json(read_bytes(str(path_or_uri), storage_options), location=str(path_or_uri))
-
-    def save(self, path_or_uri: str, storage_options: dict[str, Any] | None = None) -> None:
-        """Write :meth:`to_json` atomically and set :attr:`location`."""
-        write_bytes_atomic(str(path_or_uri), self.to_json().encode(), storage_options)
-        self.location = str(path_or_uri)

@@ -7,7 +7,14 @@ import hashlib
 
 import pytest
 
-from fm_assets.compliance.blast_radius import base_doc_id, mark_revoked
+from fm_assets.compliance.blast_radius import (
+    AffectedDocuments,
+    base_doc_id,
+    locate_in_releases,
+    mark_revoked,
+    read_release,
+    shard_paths,
+)
 from fm_assets.compliance.namespaces import NamespaceWallError, curated_table_name, lance_uri, release_name
 from fm_assets.compliance.revocations import (
     RevocationError,
@@ -19,6 +26,7 @@ from fm_assets.compliance.revocations import (
 from fm_assets.side_inputs.blocklists import with_revocations
 from fm_assets.transforms.blocklist.lists import Blocklists
 from fm_loader.manifest import DatasetManifest
+from fm_loader.media.manifest import MediaManifest, MediaShardEntry
 
 HASH = hashlib.sha256(b"a page with a phone number").hexdigest()
 
@@ -106,3 +114,30 @@ def test_a_pair_revocation_changes_only_the_lists_of_the_batches_it_matches(stor
     assert with_revocations(Blocklists(), store, docs).fingerprint() == before[docs]  # no recompute there
     record_revocation(store, reason="LEGAL-2", doc_hashes=[HASH])  # a hash can be in any batch
     assert with_revocations(Blocklists(), store, docs).fingerprint() != before[docs]
+
+
+def test_revocation_reads_image_releases_beside_text_ones(store):
+    """A root with an image-text release: the blast radius and the revoked mark read it as a media manifest
+    (it used to be parsed as a text one: ``ShardEntry.__init__() got an unexpected keyword argument 'samples'``)."""
+    entry = MediaShardEntry("shards/shard-000000.tar", "0" * 64, 3, 10, "shards/shard-000000.idx", "1" * 64)
+    media = MediaManifest(
+        name="fm-demo-image", version="v1", modality="image-text", code_version="c", shards=[entry]
+    )
+    text = DatasetManifest(
+        name="fm-demo", version="v1", seq_len=8, vocab_size=256, tokenizer_hash="t", code_version="c"
+    )
+    empty = MediaManifest(name="fm-demo-image", version="v1", modality="image-text", code_version="c")
+    store.write_bytes("datasets/fm-demo-image/v1/manifest.json", empty.to_json().encode())
+    store.write_bytes("datasets/fm-demo/v1/manifest.json", text.to_json().encode())
+    assert (
+        locate_in_releases(store, AffectedDocuments()) == []
+    )  # reads both kinds (no shards: nothing to scan)
+    store.write_bytes("datasets/fm-demo-image/v1/manifest.json", media.to_json().encode())
+    assert shard_paths("fm-demo-image", "v1", read_release(store, "fm-demo-image", "v1")) == [
+        "datasets/fm-demo-image/v1/shards/shard-000000.tar"
+    ]
+    revocation = record_revocation(store, reason="LEGAL-3", source="photos")
+    assert mark_revoked(store, "fm-demo-image", "v1", revocation, superseded_by=None)
+    marked = MediaManifest.from_json(store.read_bytes("datasets/fm-demo-image/v1/manifest.json"))
+    assert marked.revoked is not None and marked.revoked["revocation_id"] == revocation.id
+    assert marked.shards == [entry]
