@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from fm_assets.transforms.dedup.connected_components import connected_components
+from fm_assets.transforms.dedup.clusters import connected_components
 
 pytestmark = pytest.mark.spark
 
