@@ -23,7 +23,7 @@ from fm_assets.engine.stage import StageContext
 from fm_assets.engine.store import ObjectStore
 from fm_assets.settings import PipelineSettings
 from fm_assets.side_inputs.tokenizer import TokenizerSpec, ensure_pinned
-from fm_assets.stages.registry import STAGE_NAMES, STAGES
+from fm_assets.stages.registry import CHAIN_NAMES, TEXT_STAGES
 from fm_assets.transforms.text.pii import find_pii_spans
 from fm_assets.transforms.text.pii_policy import redact
 
@@ -131,7 +131,7 @@ def run_chain_waiting(
     tokenize), retrying a step that raises ``EarlierBatchPending`` as the Dagster assets do."""
     outcomes: dict[str, StageOutcome] = {}
     deadline = time.monotonic() + timeout_seconds
-    for stage in STAGES:
+    for stage in TEXT_STAGES:
         while True:
             try:
                 if stage.name == "tokenize":
@@ -185,7 +185,7 @@ class Fingerprint:
 def fingerprint(store: ObjectStore, batches: list[str]) -> Fingerprint:
     outputs, files = {}, {}
     for batch in batches:
-        for stage in STAGE_NAMES:
+        for stage in CHAIN_NAMES["text"]:
             ref = read_ref(store, stage, batch)
             assert ref is not None, f"{stage}[{batch}] has no output"
             outputs[(batch, stage)] = (ref.prefix, ref.data_version)

@@ -28,7 +28,7 @@ from fm_assets.engine.stage import StageContext
 from fm_assets.side_inputs.blocklists import BlocklistSource
 from fm_assets.side_inputs.eval_registry import EvalRegistry
 from fm_assets.side_inputs.tokenizer import TokenizerSpec, ensure_pinned
-from fm_assets.stages.registry import STAGES
+from fm_assets.stages.registry import TEXT_STAGES
 from fm_resources.pipeline_config import PipelineConfigResource
 
 log = logging.getLogger(__name__)
@@ -115,7 +115,7 @@ def test_earlier_batch_never_run_is_a_clear_error(tmp_path: Path, real_sample: d
     first, second = BATCH_IDS[:2]
     store = land_corpus(tmp_path / "root", corpus, tmp_path)
     ctx = StageContext(store, second, settings, resources(spark=False))
-    for stage in STAGES:
+    for stage in TEXT_STAGES:
         if stage.name == "dedup":
             with pytest.raises(EarlierBatchPending) as raised:
                 run_stage(stage, ctx)

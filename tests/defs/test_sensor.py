@@ -37,7 +37,7 @@ from fm_assets.engine.checks import CheckOutcome
 from fm_assets.engine.landing import land_batch
 from fm_assets.engine.store import ObjectStore
 from fm_assets.settings import load_settings
-from fm_assets.stages.names import MEDIA_STAGE_NAMES
+from fm_assets.stages.names import CHAIN_NAMES
 from fm_resources.object_store import ObjectStoreResource
 
 
@@ -280,7 +280,7 @@ def test_blocking_check_failure_stops_the_run_under_the_local_executor(fm_env, l
         started = {e.step_key for e in result.all_events if e.event_type == DagsterEventType.STEP_START}
         # nothing downstream of land ran; the media chain does not read land and goes on, and quality_model
         # depends on no stage, so it may run beside land
-        assert result.get_failed_step_keys() == {"land"} and started - set(MEDIA_STAGE_NAMES) - {
+        assert result.get_failed_step_keys() == {"land"} and started - set(CHAIN_NAMES["media"]) - {
             "quality_model"
         } == {"land"}
         (accounting,) = [

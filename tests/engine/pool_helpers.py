@@ -22,7 +22,7 @@ from fm_assets.engine.verdict import Verdict
 from fm_assets.side_inputs.blocklists import BlocklistSource
 from fm_assets.side_inputs.eval_registry import EvalRegistry
 from fm_assets.stages.filter import FilterStage
-from fm_assets.stages.registry import STAGES
+from fm_assets.stages.registry import TEXT_STAGES
 from fm_resources.pipeline_config import PipelineConfigResource
 
 BATCH = "b-pool"
@@ -60,7 +60,7 @@ def run_chain(
 ) -> dict[str, StageOutcome]:
     """Run the stages in order up to ``until`` as the preprocess job does (refs written after each)."""
     outcomes = {}
-    for stage in STAGES:
+    for stage in TEXT_STAGES:
         outcome = run_stage(stage, StageContext(store, BATCH, config, resources or side_resources()))
         write_ref(store, stage.name, BATCH, outcome.success, cache_hit=outcome.cache_hit, wall_seconds=0.0)
         outcomes[stage.name] = outcome

@@ -16,7 +16,7 @@ from fm_assets.engine.store import ObjectStore
 from fm_assets.side_inputs.blocklists import BlocklistSource
 from fm_assets.side_inputs.eval_registry import EvalRegistry
 from fm_assets.side_inputs.tokenizer import TokenizerSpec, ensure_pinned
-from fm_assets.stages.registry import STAGES
+from fm_assets.stages.registry import TEXT_STAGES
 from fm_resources.pipeline_config import PipelineConfigResource
 
 
@@ -43,7 +43,7 @@ SIDE_INPUTS = {"blocklists": BlocklistSource(), "eval_registry": EvalRegistry()}
 def run_chain(store, batch, settings, tokenizer: TokenizerSpec, until):
     """Run the stages in order as the preprocess job does (the tokenizer asset pins before tokenize)."""
     outcomes = {}
-    for stage in STAGES:
+    for stage in TEXT_STAGES:
         if stage.name == "tokenize":
             ensure_pinned(store, tokenizer)
         outcome = run_stage(stage, StageContext(store, batch, settings, SIDE_INPUTS))
@@ -78,7 +78,7 @@ def test_exact_dedup_across_batches_and_rerun_stability(tmp_path, settings, real
     assert out.success.rejects_by_reason == {"exact_duplicate_cross_batch": 2, "exact_duplicate": 1}
     assert out.success.counts.records_out == 2
     assert out.success.inputs[f"dedup:{first}"] == read_success(store, "dedup", first).data_version
-    again = run_stage(STAGES[4], StageContext(store, second, settings, SIDE_INPUTS))
+    again = run_stage(TEXT_STAGES[4], StageContext(store, second, settings, SIDE_INPUTS))
     assert again.cache_hit and again.data_version == out.data_version
 
 

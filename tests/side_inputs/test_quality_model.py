@@ -15,7 +15,7 @@ from fm_assets.engine.stage import StageContext
 from fm_assets.engine.store import ObjectStore
 from fm_assets.side_inputs.quality_model import iter_sample_texts, register_model, train_from_folder
 from fm_assets.stages.filter import MODEL_REASON, STAGE, check_model_score_distribution, model_score_histogram
-from fm_assets.stages.registry import STAGES
+from fm_assets.stages.registry import TEXT_STAGES
 from fm_assets.transforms.text.quality_model import NEGATIVE_KINDS, QualityModel
 from fm_resources.pipeline_config import PipelineConfigResource
 from fm_resources.side_inputs import QualityModelResource
@@ -41,7 +41,7 @@ def test_training_is_deterministic_and_separates_pages_from_damaged_copies(model
 
 def _run_filter(store: ObjectStore, batch: str):
     settings = PipelineConfigResource(progress=False, near_dedup=False)
-    for stage in STAGES:
+    for stage in TEXT_STAGES:
         outcome = run_stage(stage, StageContext(store, batch, settings, {}))
         write_ref(store, stage.name, batch, outcome.success, cache_hit=outcome.cache_hit, wall_seconds=0.0)
         if stage is STAGE:

@@ -15,7 +15,7 @@ from fm_assets.engine.run import run_stage
 from fm_assets.engine.stage import StageContext
 from fm_assets.engine.store import ObjectStore
 from fm_assets.stages.pii_preflag import DECISIONS_PREFIX, STAGE, pii_actions
-from fm_assets.stages.registry import STAGES
+from fm_assets.stages.registry import TEXT_STAGES
 from fm_assets.transforms.text.pii import find_pii_spans
 from fm_assets.transforms.text.pii_policy import PiiPolicy, PiiPolicyError, load_policy, redact
 from fm_resources.pipeline_config import PipelineConfigResource
@@ -51,7 +51,7 @@ def _run_pii(tmp_path, namespace: str, policy_yaml: str, texts: list[str]):
     store = ObjectStore(str(tmp_path / "root"))
     batch = land_batch(store, source, source="s", license_id="MIT", namespace=namespace).batch
     settings = PipelineConfigResource(progress=False, pii_policy_file=str(policy_file))
-    for stage in STAGES:
+    for stage in TEXT_STAGES:
         outcome = run_stage(stage, StageContext(store, batch, settings, {}))
         write_ref(store, stage.name, batch, outcome.success, cache_hit=outcome.cache_hit, wall_seconds=0.0)
         if stage is STAGE:

@@ -16,7 +16,7 @@ from fm_assets.side_inputs.benchmarks import BenchmarkUnavailableError, load_ben
 from fm_assets.side_inputs.blocklists import BlocklistSource
 from fm_assets.side_inputs.eval_registry import EvalRegistry
 from fm_assets.stages.decontaminate import removals_by_benchmark
-from fm_assets.stages.registry import STAGES
+from fm_assets.stages.registry import TEXT_STAGES
 from fm_resources.pipeline_config import PipelineConfigResource
 from tests.stages.test_stages_unit import real_texts, write_jsonl
 
@@ -73,7 +73,7 @@ def test_planted_benchmark_passages_are_removed_and_counted_per_benchmark(tmp_pa
     ).batch
     settings = PipelineConfigResource(progress=False, near_dedup=False)
     side = {"blocklists": BlocklistSource(), "eval_registry": EvalRegistry()}
-    for stage in STAGES:
+    for stage in TEXT_STAGES:
         outcome = run_stage(stage, StageContext(store, batch, settings, side))
         write_ref(store, stage.name, batch, outcome.success, cache_hit=outcome.cache_hit, wall_seconds=0.0)
         if stage.name == "decontaminate":
