@@ -38,7 +38,7 @@ from fm_assets.engine.run import run_stage
 from fm_assets.engine.stage import Stage, StageContext
 from fm_assets.engine.store import ObjectStore
 
-# what a stage may ask for through StageContext.resource(); bound in defs/resources.py
+# what a stage may ask for through StageContext.resource(); bound in defs/resources/
 STAGE_RESOURCES = ("spark", "blocklists", "eval_registry")
 
 # Waiting for earlier batches (EarlierBatchPending): retry after PENDING_FIRST_WAIT_SECONDS, doubling up to

@@ -19,12 +19,11 @@ LAYERS = [
     ("fm_assets.side_inputs",),
     ("fm_assets.stages",),
     ("fm_assets.datasets", "fm_assets.reports", "fm_assets.sample_data", "fm_assets.data"),
-    ("fm_resources",),
     ("fm_assets.defs",),
     ("fm_assets.cli",),
     ("fm_assets.definitions", "fm_assets"),
 ]
-NO_DAGSTER_BELOW = "fm_resources"  # every layer before this one is plain Python
+NO_DAGSTER_BELOW = "fm_assets.defs"  # every layer before this one is plain Python
 HEAVY = ("dagster", "dagster_k8s", "dagster_aws")
 
 
@@ -56,7 +55,7 @@ def sources(package: str) -> list[Path]:
     return sorted((REPO / package).rglob("*.py"))
 
 
-PIPELINE_FILES = sources("fm_assets") + sources("fm_resources")
+PIPELINE_FILES = sources("fm_assets")
 
 
 @pytest.mark.parametrize("path", PIPELINE_FILES, ids=lambda p: str(p.relative_to(REPO)))
@@ -83,7 +82,6 @@ def test_fm_loader_stands_alone(path: Path) -> None:
         top = imported.split(".")[0]
         assert top not in (
             "fm_assets",
-            "fm_resources",
             "pyspark",
             "great_expectations",
             "pyiceberg",

@@ -32,13 +32,13 @@ from fm_assets.defs.build import build_definitions
 from fm_assets.defs.instance import LOCAL_INSTANCE_TEMPLATE, ensure_instance_config
 from fm_assets.defs.jobs import RELEASE_RUN_TAG_KEY, RELEASE_RUN_TAG_VALUE
 from fm_assets.defs.partitions import BATCH_PARTITIONS_NAME
+from fm_assets.defs.resources.object_store import ObjectStoreResource
 from fm_assets.defs.sensors import LandingCursor, landing_batch_sensor, release_after_preprocess
 from fm_assets.engine.checks import CheckOutcome
 from fm_assets.engine.landing import land_batch
 from fm_assets.engine.store import ObjectStore
 from fm_assets.settings import load_settings
 from fm_assets.stages.names import CHAIN_NAMES
-from fm_resources.object_store import ObjectStoreResource
 
 
 def evaluate(instance: DagsterInstance, root: Path, cursor: str | None):

@@ -9,12 +9,12 @@ import boto3
 import pytest
 
 from fm_assets.cli.runner import run_batches
+from fm_assets.defs.resources.object_store import ObjectStoreResource
 from fm_assets.engine.landing import land_batch
 from fm_assets.engine.refs import read_success
 from fm_assets.settings import load_settings
 from fm_assets.stages.registry import CHAIN_NAMES
 from fm_loader import Loader
-from fm_resources.object_store import ObjectStoreResource
 
 pytestmark = [pytest.mark.slow]
 

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fm_assets.defs.resources.pipeline_config import PipelineConfigResource
 from fm_assets.engine import layout
 from fm_assets.engine.landing import land_batch
 from fm_assets.engine.records import UnitMarker
@@ -23,7 +24,6 @@ from fm_assets.side_inputs.blocklists import BlocklistSource
 from fm_assets.side_inputs.eval_registry import EvalRegistry
 from fm_assets.stages.filter import FilterStage
 from fm_assets.stages.registry import TEXT_STAGES
-from fm_resources.pipeline_config import PipelineConfigResource
 
 BATCH = "b-pool"
 CHAIN = ("land", "validate", "pii_preflag", "filter")

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from fm_assets.cli.main import main
+from fm_assets.defs.resources.pipeline_config import PipelineConfigResource
 from fm_assets.engine.landing import land_batch
 from fm_assets.engine.refs import read_success, write_ref
 from fm_assets.engine.run import run_stage
@@ -16,7 +17,6 @@ from fm_assets.reports.cost import cost_by, cost_rows, cost_totals
 from fm_assets.side_inputs.blocklists import BlocklistSource
 from fm_assets.side_inputs.eval_registry import EvalRegistry
 from fm_assets.stages.registry import TEXT_STAGES
-from fm_resources.pipeline_config import PipelineConfigResource
 from tests.stages.test_stages_unit import real_texts, write_jsonl
 
 UNTIL = "normalize"

@@ -8,6 +8,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from fm_assets.defs.resources.pipeline_config import PipelineConfigResource
+from fm_assets.defs.resources.side_inputs import QualityModelResource
 from fm_assets.engine.landing import land_batch
 from fm_assets.engine.refs import write_ref
 from fm_assets.engine.run import run_stage
@@ -17,8 +19,6 @@ from fm_assets.side_inputs.quality_model import iter_sample_texts, register_mode
 from fm_assets.stages.filter import MODEL_REASON, STAGE, check_model_score_distribution, model_score_histogram
 from fm_assets.stages.registry import TEXT_STAGES
 from fm_assets.transforms.text.quality_model import NEGATIVE_KINDS, QualityModel
-from fm_resources.pipeline_config import PipelineConfigResource
-from fm_resources.side_inputs import QualityModelResource
 from tests.stages.test_stages_unit import real_texts, write_jsonl
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from fm_assets.defs.resources.pipeline_config import PipelineConfigResource
 from fm_assets.engine.landing import land_batch
 from fm_assets.engine.refs import read_success, write_ref
 from fm_assets.engine.run import run_stage
@@ -17,7 +18,6 @@ from fm_assets.side_inputs.blocklists import BlocklistSource
 from fm_assets.side_inputs.eval_registry import EvalRegistry
 from fm_assets.side_inputs.tokenizer import TokenizerSpec, ensure_pinned
 from fm_assets.stages.registry import TEXT_STAGES
-from fm_resources.pipeline_config import PipelineConfigResource
 
 
 def real_texts(sample: dict, count: int) -> list[str]:

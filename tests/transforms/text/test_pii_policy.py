@@ -8,6 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from fm_assets.defs.resources.pipeline_config import PipelineConfigResource
 from fm_assets.engine import layout
 from fm_assets.engine.landing import land_batch
 from fm_assets.engine.refs import write_ref
@@ -18,7 +19,6 @@ from fm_assets.stages.pii_preflag import DECISIONS_PREFIX, STAGE, pii_actions
 from fm_assets.stages.registry import TEXT_STAGES
 from fm_assets.transforms.text.pii import find_pii_spans
 from fm_assets.transforms.text.pii_policy import PiiPolicy, PiiPolicyError, load_policy, redact
-from fm_resources.pipeline_config import PipelineConfigResource
 
 FILLER = "The service keeps its configuration in a plain text file that is read once at start. " * 8
 WITH_EMAIL = FILLER + "Write to maria.lopez@acme-mail.de or call +49 30 1234 5678 for access."
