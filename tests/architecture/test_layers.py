@@ -18,7 +18,8 @@ LAYERS = [
     ("fm_assets.compliance",),
     ("fm_assets.side_inputs",),
     ("fm_assets.stages",),
-    ("fm_assets.datasets", "fm_assets.reports", "fm_assets.sample_data", "fm_assets.data"),
+    ("fm_assets.reports",),  # read-only views over stored records: cost, audit, verify
+    ("fm_assets.datasets", "fm_assets.sample_data", "fm_assets.data"),  # releases (their cards cite reports)
     ("fm_assets.defs",),
     ("fm_assets.cli",),
     ("fm_assets.definitions", "fm_assets"),

@@ -17,8 +17,9 @@ import pyarrow.parquet as pq
 
 from fm_assets.engine.hashing import content_hash, sha256_file
 from fm_assets.engine.landing import land_batch
-from fm_assets.engine.refs import EarlierBatchPending, read_ref, read_success, write_ref
-from fm_assets.engine.run import StageOutcome, run_stage
+from fm_assets.engine.materialize import materialize
+from fm_assets.engine.refs import EarlierBatchPending, read_ref, read_success
+from fm_assets.engine.run import StageOutcome
 from fm_assets.engine.stage import StageContext
 from fm_assets.engine.store import ObjectStore
 from fm_assets.settings import PipelineSettings
@@ -136,7 +137,7 @@ def run_chain_waiting(
             try:
                 if stage.name == "tokenize":
                     ensure_pinned(store, tokenizer)
-                outcome = run_stage(stage, StageContext(store, batch, settings, resources))
+                outcome = materialize(stage, StageContext(store, batch, settings, resources)).outcome
                 break
             except EarlierBatchPending as exc:
                 pending.add(batch, stage.name, exc.missing)
@@ -145,7 +146,6 @@ def run_chain_waiting(
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(poll_seconds)
-        write_ref(store, stage.name, batch, outcome.success, cache_hit=outcome.cache_hit, wall_seconds=0.0)
         outcomes[stage.name] = outcome
     return outcomes
 

@@ -14,9 +14,10 @@ from typing import Any
 from fm_assets.defs.resources.pipeline_config import PipelineConfigResource
 from fm_assets.engine import layout
 from fm_assets.engine.landing import land_batch
+from fm_assets.engine.materialize import materialize
 from fm_assets.engine.records import UnitMarker
-from fm_assets.engine.refs import read_success, write_ref
-from fm_assets.engine.run import StageOutcome, run_stage
+from fm_assets.engine.refs import read_success
+from fm_assets.engine.run import StageOutcome
 from fm_assets.engine.stage import StageContext, UnitContext, UnitResult, WorkUnit
 from fm_assets.engine.store import ObjectStore
 from fm_assets.engine.verdict import Verdict
@@ -61,8 +62,9 @@ def run_chain(
     """Run the stages in order up to ``until`` as the preprocess job does (refs written after each)."""
     outcomes = {}
     for stage in TEXT_STAGES:
-        outcome = run_stage(stage, StageContext(store, BATCH, config, resources or side_resources()))
-        write_ref(store, stage.name, BATCH, outcome.success, cache_hit=outcome.cache_hit, wall_seconds=0.0)
+        outcome = materialize(
+            stage, StageContext(store, BATCH, config, resources or side_resources())
+        ).outcome
         outcomes[stage.name] = outcome
         if stage.name == until:
             break
@@ -71,8 +73,7 @@ def run_chain(
 
 def run_one(store: ObjectStore, stage: Any, config: PipelineConfigResource, **resources: Any) -> StageOutcome:
     """Run one stage (its upstream already run) and point its ref at the output."""
-    outcome = run_stage(stage, StageContext(store, BATCH, config, side_resources(**resources)))
-    write_ref(store, stage.name, BATCH, outcome.success, cache_hit=outcome.cache_hit, wall_seconds=0.0)
+    outcome = materialize(stage, StageContext(store, BATCH, config, side_resources(**resources))).outcome
     return outcome
 
 

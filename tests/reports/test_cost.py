@@ -9,8 +9,8 @@ import pytest
 from fm_assets.cli.main import main
 from fm_assets.defs.resources.pipeline_config import PipelineConfigResource
 from fm_assets.engine.landing import land_batch
-from fm_assets.engine.refs import read_success, write_ref
-from fm_assets.engine.run import run_stage
+from fm_assets.engine.materialize import materialize
+from fm_assets.engine.refs import read_success
 from fm_assets.engine.stage import StageContext
 from fm_assets.engine.store import ObjectStore
 from fm_assets.reports.cost import cost_by, cost_rows, cost_totals
@@ -33,8 +33,7 @@ def _land_and_run(store: ObjectStore, tmp_path, texts: list[str], source: str, n
     settings = PipelineConfigResource(progress=False, near_dedup=False)
     side = {"blocklists": BlocklistSource(), "eval_registry": EvalRegistry()}
     for stage in TEXT_STAGES:
-        outcome = run_stage(stage, StageContext(store, batch, settings, side))
-        write_ref(store, stage.name, batch, outcome.success, cache_hit=outcome.cache_hit, wall_seconds=0.0)
+        materialize(stage, StageContext(store, batch, settings, side))
         if stage.name == UNTIL:
             break
     return batch

@@ -9,8 +9,7 @@ import pytest
 
 from fm_assets.defs.resources.pipeline_config import PipelineConfigResource
 from fm_assets.engine.landing import land_batch
-from fm_assets.engine.refs import write_ref
-from fm_assets.engine.run import run_stage
+from fm_assets.engine.materialize import materialize
 from fm_assets.engine.stage import StageContext
 from fm_assets.engine.store import ObjectStore
 from fm_assets.side_inputs.benchmarks import BenchmarkUnavailableError, load_benchmark, user_jsonl
@@ -74,8 +73,7 @@ def test_planted_benchmark_passages_are_removed_and_counted_per_benchmark(tmp_pa
     settings = PipelineConfigResource(progress=False, near_dedup=False)
     side = {"blocklists": BlocklistSource(), "eval_registry": EvalRegistry()}
     for stage in TEXT_STAGES:
-        outcome = run_stage(stage, StageContext(store, batch, settings, side))
-        write_ref(store, stage.name, batch, outcome.success, cache_hit=outcome.cache_hit, wall_seconds=0.0)
+        outcome = materialize(stage, StageContext(store, batch, settings, side)).outcome
         if stage.name == "decontaminate":
             break
     success = outcome.success

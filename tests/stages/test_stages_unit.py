@@ -10,7 +10,8 @@ import pytest
 
 from fm_assets.defs.resources.pipeline_config import PipelineConfigResource
 from fm_assets.engine.landing import land_batch
-from fm_assets.engine.refs import read_success, write_ref
+from fm_assets.engine.materialize import materialize
+from fm_assets.engine.refs import read_success
 from fm_assets.engine.run import run_stage
 from fm_assets.engine.stage import StageContext
 from fm_assets.engine.store import ObjectStore
@@ -46,8 +47,7 @@ def run_chain(store, batch, settings, tokenizer: TokenizerSpec, until):
     for stage in TEXT_STAGES:
         if stage.name == "tokenize":
             ensure_pinned(store, tokenizer)
-        outcome = run_stage(stage, StageContext(store, batch, settings, SIDE_INPUTS))
-        write_ref(store, stage.name, batch, outcome.success, cache_hit=outcome.cache_hit, wall_seconds=0.0)
+        outcome = materialize(stage, StageContext(store, batch, settings, SIDE_INPUTS)).outcome
         outcomes[stage.name] = outcome
         if stage.name == until:
             break

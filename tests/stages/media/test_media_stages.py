@@ -11,7 +11,7 @@ from media_batch import EXPECTED_REJECTS, write_media_batch, write_second_batch
 
 from fm_assets.defs.resources.pipeline_config import PipelineConfigResource
 from fm_assets.engine.landing import land_batch
-from fm_assets.engine.refs import write_ref
+from fm_assets.engine.materialize import materialize
 from fm_assets.engine.run import run_stage
 from fm_assets.engine.stage import StageContext
 from fm_assets.engine.store import ObjectStore
@@ -35,8 +35,7 @@ def pin_tokenizer(store: ObjectStore) -> None:
 def run_media_chain(store, batch, settings):
     outcomes = {}
     for stage in MEDIA_STAGES:
-        outcome = run_stage(stage, StageContext(store, batch, settings, {}))
-        write_ref(store, stage.name, batch, outcome.success, cache_hit=outcome.cache_hit, wall_seconds=0.0)
+        outcome = materialize(stage, StageContext(store, batch, settings, {})).outcome
         outcomes[stage.name] = outcome
     return outcomes
 
@@ -171,8 +170,7 @@ def test_near_dedup_on_spark_writes_what_the_in_process_join_writes(tmp_path, se
             ctx = StageContext(
                 store, batch, settings, {"spark": SparkResource(master="local[2]", shuffle_partitions=2)}
             )
-            outcomes[stage.name] = outcome = run_stage(stage, ctx)
-            write_ref(store, stage.name, batch, outcome.success, cache_hit=False, wall_seconds=0.0)
+            outcomes[stage.name] = materialize(stage, ctx).outcome
         near = outcomes["media_near_dedup"].success
         assert near.artifacts["stats"]["engine"] == engine
         results[engine] = (near.data_version, near.rejects_by_reason)

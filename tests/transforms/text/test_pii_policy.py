@@ -11,8 +11,7 @@ import yaml
 from fm_assets.defs.resources.pipeline_config import PipelineConfigResource
 from fm_assets.engine import layout
 from fm_assets.engine.landing import land_batch
-from fm_assets.engine.refs import write_ref
-from fm_assets.engine.run import run_stage
+from fm_assets.engine.materialize import materialize
 from fm_assets.engine.stage import StageContext
 from fm_assets.engine.store import ObjectStore
 from fm_assets.stages.pii_preflag import DECISIONS_PREFIX, STAGE, pii_actions
@@ -52,8 +51,7 @@ def _run_pii(tmp_path, namespace: str, policy_yaml: str, texts: list[str]):
     batch = land_batch(store, source, source="s", license_id="MIT", namespace=namespace).batch
     settings = PipelineConfigResource(progress=False, pii_policy_file=str(policy_file))
     for stage in TEXT_STAGES:
-        outcome = run_stage(stage, StageContext(store, batch, settings, {}))
-        write_ref(store, stage.name, batch, outcome.success, cache_hit=outcome.cache_hit, wall_seconds=0.0)
+        outcome = materialize(stage, StageContext(store, batch, settings, {})).outcome
         if stage is STAGE:
             break
     success = outcome.success
