@@ -36,9 +36,9 @@ sys.path.insert(0, str(REPO / "tests" / "spark"))
 from datasketch import MinHash, MinHashLSH  # noqa: E402
 from spark_planted import base_documents, planted_corpus, shingle_set  # noqa: E402
 
+from fm_assets.defs.resources.spark import get_or_create_session  # noqa: E402
 from fm_assets.transforms.dedup.minhash import MinHasher  # noqa: E402
 from fm_assets.transforms.dedup.near_dup.job import NearDedupConfig, run_near_dedup  # noqa: E402
-from fm_resources.spark import get_or_create_session  # noqa: E402
 
 THRESHOLD = 0.8
 SPARK = NearDedupConfig(local_max_docs=0)  # always the Spark path

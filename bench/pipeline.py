@@ -58,11 +58,11 @@ def _stage_input_mb(root: Path, batches: list[str]) -> dict[str, float]:
     """Input size per stage: the upstream stage's output parquet bytes (landed bytes for land)."""
     from fm_assets.engine.refs import read_success
     from fm_assets.engine.store import ObjectStore
-    from fm_assets.stages.registry import STAGES
+    from fm_assets.stages.registry import TEXT_STAGES
 
     store = ObjectStore(str(root))
     sizes = {}
-    for stage in STAGES:
+    for stage in TEXT_STAGES:
         total = 0
         for batch in batches:
             if stage.upstream is None:

@@ -1,4 +1,5 @@
-"""`fm report --cost [--by namespace|source|team]`: CPU seconds, bytes and tokens per stage and label."""
+"""`fm report --cost [--by namespace|source|team]`: CPU seconds, bytes and tokens per stage (of every chain) and
+label."""
 
 from __future__ import annotations
 
@@ -25,11 +26,12 @@ def print_cost(
         out.print_json(json.dumps(rows))
         return 0
     table = Table(title=f"cost per stage and {args.by}")
-    for column in (args.by, "stage", "CPU s", "read MB", "written MB", "stored MB", "tokens"):
+    for column in (args.by, "chain", "stage", "CPU s", "read MB", "written MB", "stored MB", "tokens"):
         table.add_column(column, overflow="fold")
     for row in rows:
         table.add_row(
             row[args.by],
+            row["chain"],
             row["stage"],
             f"{row['cpu_seconds']:.2f}",
             f"{row['bytes_read'] / 1e6:.2f}",

@@ -73,7 +73,7 @@ def _ensure_batches(store: ObjectStore, sample: dict, console: Console) -> list[
 
 def _show_media(store: ObjectStore, name: str, out: Console) -> None:
     """One ``MediaLoader`` batch of each released media dataset."""
-    from fm_assets.datasets.media_release import MODALITIES, media_dataset_name
+    from fm_assets.compliance.namespaces import MODALITIES, media_dataset_name
     from fm_loader.media.loader import MediaLoader
 
     for modality in sorted(MODALITIES):

@@ -29,7 +29,7 @@ OFFLINE_COMMANDS = frozenset({"sample-data"})  # commands that do not touch the 
 
 
 def _store(settings: Settings) -> ObjectStore:
-    from fm_resources.object_store import ObjectStoreResource
+    from fm_assets.defs.resources.object_store import ObjectStoreResource
 
     return ObjectStoreResource(
         root=settings.root, s3_endpoint_url=settings.s3_endpoint_url, s3_region=settings.s3_region

@@ -72,6 +72,14 @@ def release_name(dataset: str, namespace: str) -> str:
     return dataset if namespace == DEFAULT_NAMESPACE else f"{dataset}-{namespace}"
 
 
+MODALITIES = {"image": "image-text", "audio": "audio-text"}  # media modality -> its dataset's suffix
+
+
+def media_dataset_name(name: str, modality: str, namespace: str) -> str:
+    """``<name>-image-text`` for cloud, ``<name>-image-text-<namespace>`` otherwise (text's naming rule)."""
+    return release_name(f"{name}-{MODALITIES[modality]}", namespace)
+
+
 def curated_table_name(namespace: str) -> str:
     """The Iceberg table of ``namespace``'s curated documents."""
     check_release_namespace(namespace)

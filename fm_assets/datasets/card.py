@@ -24,10 +24,12 @@ from fm_assets.engine.store import ObjectStore, iter_parquet_batches
 from fm_assets.reports.cost import cost_rows, cost_totals
 from fm_assets.stages.decontaminate import removals_by_benchmark
 from fm_assets.stages.filter import model_score_histogram
-from fm_assets.stages.names import STAGE_NAMES
+from fm_assets.stages.names import CHAIN_NAMES, TEXT
 from fm_assets.stages.pii_preflag import pii_actions
 
 log = logging.getLogger(__name__)
+
+TEXT_STAGE_NAMES = CHAIN_NAMES[TEXT]  # this card describes a text release
 
 CURATED_STAGE = "decontaminate"  # the last document-level stage: what reaches the tokenizer
 TOP_REASONS = 3
@@ -53,7 +55,7 @@ def _success(store: ObjectStore, stage: str, batch: str) -> StageSuccess | None:
 
 def _stage_table(outputs: dict[str, list[StageSuccess]]) -> list[dict[str, Any]]:
     rows = []
-    for stage in STAGE_NAMES:
+    for stage in TEXT_STAGE_NAMES:
         successes = outputs.get(stage, [])
         if not successes:
             continue
@@ -187,7 +189,7 @@ def card_facts(store: ObjectStore, card: dict[str, Any]) -> dict[str, Any]:
     """Everything the card says beyond the release's own fields, read from the released batches' outputs."""
     batches = [entry["batch"] for entry in card.get("batches", [])]
     outputs: dict[str, list[StageSuccess]] = {}
-    for stage in STAGE_NAMES:
+    for stage in TEXT_STAGE_NAMES:
         found = [s for s in (_success(store, stage, batch) for batch in batches) if s is not None]
         if found:
             outputs[stage] = found
@@ -202,7 +204,7 @@ def card_facts(store: ObjectStore, card: dict[str, Any]) -> dict[str, Any]:
         limitations.append(
             "NER was off for every released batch: person names and addresses were not looked for."
         )
-    costs = cost_rows(store, batches)
+    costs = cost_rows(store, batches, chains=(TEXT,))
     return {
         "sources": _sources(store, card, outputs),
         "languages": dict(languages.most_common()),
@@ -219,7 +221,7 @@ def card_facts(store: ObjectStore, card: dict[str, Any]) -> dict[str, Any]:
         "cost": {
             "by_stage": [
                 {"stage": stage, **_sum(r for r in costs if r["stage"] == stage)}
-                for stage in STAGE_NAMES
+                for stage in TEXT_STAGE_NAMES
                 if any(r["stage"] == stage for r in costs)
             ],
             "by_source": cost_totals(costs, "source"),

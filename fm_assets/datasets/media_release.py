@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from fm_assets.compliance.licence_policy import LicencePolicy, load_policy
-from fm_assets.compliance.namespaces import effective_namespace, release_name
+from fm_assets.compliance.namespaces import MODALITIES, effective_namespace, media_dataset_name
 from fm_assets.datasets.release import held_back_reason, licence_held_back_reason
 from fm_assets.engine import layout
 from fm_assets.engine.hashing import stable_hash
@@ -26,12 +26,6 @@ from fm_assets.stages.registry import MEDIA_STAGES
 from fm_loader.media.manifest import MediaManifest
 
 SHARD_STAGE = "media_shard"
-MODALITIES = {"image": "image-text", "audio": "audio-text"}
-
-
-def media_dataset_name(name: str, modality: str, namespace: str) -> str:
-    """``<name>-image-text`` for cloud, ``<name>-image-text-<namespace>`` otherwise (text's naming rule)."""
-    return release_name(f"{name}-{MODALITIES[modality]}", namespace)
 
 
 def media_held_back_reason(store: ObjectStore, batch: str, policy: LicencePolicy) -> str | None:

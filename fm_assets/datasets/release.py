@@ -36,7 +36,7 @@ from fm_assets.engine.landing import (
 from fm_assets.engine.refs import batches_with_ref, read_failure, read_ref, read_success
 from fm_assets.engine.stage import Stage
 from fm_assets.engine.store import ObjectStore
-from fm_assets.stages.registry import STAGES
+from fm_assets.stages.registry import TEXT_STAGES
 from fm_loader.manifest import DatasetManifest
 
 log = logging.getLogger(__name__)
@@ -46,8 +46,8 @@ class ReleaseError(RuntimeError):
     """The partitions cannot be combined into one dataset version."""
 
 
-def held_back_reason(store: ObjectStore, batch: str, chain: Sequence[Stage] = STAGES) -> str | None:
-    """Why ``batch`` cannot be released now (None: the last stage of ``chain``, text by default, is current).
+def held_back_reason(store: ObjectStore, batch: str, chain: Sequence[Stage]) -> str | None:
+    """Why ``batch`` cannot be released now (None: the last stage of ``chain`` is current).
 
     A batch is released only when its whole chain succeeded: no stage's latest materialization failed
     (``refs.record_failure``), no blocking check failed on a stage's current output, and every stage's current
@@ -179,7 +179,9 @@ def assemble_release(
     held_back = []
     released = []
     for batch in candidates:
-        reason = held_back_reason(store, batch) or licence_held_back_reason(store, batch, namespace, policy)
+        reason = held_back_reason(store, batch, TEXT_STAGES) or licence_held_back_reason(
+            store, batch, namespace, policy
+        )
         if reason is None:
             released.append(batch)
         else:

@@ -32,8 +32,8 @@ from dagster import (
 from fm_assets.compliance.namespaces import split_by_review
 from fm_assets.defs.jobs import preprocess_job, release_job
 from fm_assets.defs.partitions import BATCH_PARTITIONS_NAME, batch_partitions
+from fm_assets.defs.resources.object_store import ObjectStoreResource
 from fm_assets.engine.store import ObjectStore
-from fm_resources.object_store import ObjectStoreResource
 
 LANDING_INTERVAL_SECONDS = 30
 RELEASE_INTERVAL_SECONDS = 15

@@ -14,17 +14,17 @@ from dagster import (
     observable_source_asset,
 )
 
-from fm_assets.defs.stage_assets import retry_when_pending
-from fm_assets.engine.refs import EarlierBatchPending
-from fm_assets.side_inputs.quality_model import pinned_quality_model
-from fm_assets.side_inputs.tokenizer import TRAINING_STAGE, ensure_pinned
-from fm_resources.object_store import ObjectStoreResource
-from fm_resources.side_inputs import (
+from fm_assets.defs.resources.object_store import ObjectStoreResource
+from fm_assets.defs.resources.side_inputs import (
     BlocklistsResource,
     EvalRegistryResource,
     QualityModelResource,
 )
-from fm_resources.tokenizer_registry import TokenizerRegistryResource
+from fm_assets.defs.resources.tokenizer_registry import TokenizerRegistryResource
+from fm_assets.defs.stage_assets import retry_when_pending
+from fm_assets.engine.refs import EarlierBatchPending
+from fm_assets.side_inputs.quality_model import pinned_quality_model
+from fm_assets.side_inputs.tokenizer import TRAINING_STAGE, ensure_pinned
 
 
 @asset(

@@ -13,7 +13,6 @@ blocked by later ones, so runs queued in id order (the landing sensor, ``fm run`
 """
 
 import json
-import time
 from typing import Any, NoReturn
 
 from dagster import (
@@ -30,15 +29,13 @@ from dagster import (
 )
 
 from fm_assets.defs.partitions import batch_partitions
-from fm_assets.engine import progress
-from fm_assets.engine.checks import evaluate_checks, stage_checks
-from fm_assets.engine.records import StageSuccess
-from fm_assets.engine.refs import EarlierBatchPending, clear_failure, record_failure, write_ref
-from fm_assets.engine.run import run_stage
+from fm_assets.engine.checks import CheckOutcome, stage_checks
+from fm_assets.engine.materialize import materialize
+from fm_assets.engine.refs import EarlierBatchPending
 from fm_assets.engine.stage import Stage, StageContext
 from fm_assets.engine.store import ObjectStore
 
-# what a stage may ask for through StageContext.resource(); bound in defs/resources.py
+# what a stage may ask for through StageContext.resource(); bound in defs/resources/
 STAGE_RESOURCES = ("spark", "blocklists", "eval_registry")
 
 # Waiting for earlier batches (EarlierBatchPending): retry after PENDING_FIRST_WAIT_SECONDS, doubling up to
@@ -68,8 +65,8 @@ def retry_when_pending(context: AssetExecutionContext, pending: EarlierBatchPend
     raise RetryRequested(max_retries=PENDING_MAX_RETRIES, seconds_to_wait=wait) from pending
 
 
-def run_checks(stage: Stage, store: ObjectStore, success: StageSuccess) -> list[AssetCheckResult]:
-    outcomes = evaluate_checks(stage, store, success)
+def check_results(stage: Stage, outcomes: dict[str, CheckOutcome]) -> list[AssetCheckResult]:
+    """The stage's check outcomes as Dagster asset check results."""
     results = []
     for check in stage_checks(stage):
         outcome = outcomes[check.name]
@@ -132,27 +129,12 @@ def build_stage_asset(
             resources={name: getattr(context.resources, name) for name in STAGE_RESOURCES},
             pipeline_version=pipeline_version,
         )
-        progress.emit("start", stage.name, batch)
-        started = time.perf_counter()
         try:
-            outcome = run_stage(stage, ctx)
+            done = materialize(stage, ctx)
         except EarlierBatchPending as pending:
             retry_when_pending(context, pending)
-        except Exception as error:
-            record_failure(
-                store, stage.name, batch, error
-            )  # the release holds this batch back until it passes
-            raise
-        wall = time.perf_counter() - started
-        write_ref(store, stage.name, batch, outcome.success, cache_hit=outcome.cache_hit, wall_seconds=wall)
-        clear_failure(store, stage.name, batch)
+        outcome, wall = done.outcome, done.wall_seconds
         counts = outcome.success.counts
-        progress.emit(
-            "end",
-            stage.name,
-            batch,
-            {"cache_hit": outcome.cache_hit, "wall_seconds": wall, **counts.to_json()},
-        )
         context.log.info(
             f"{stage.name}[{batch}]: {'cache hit, no work done' if outcome.cache_hit else 'computed'} "
             f"({counts.records_in} in, {counts.records_out} out, {counts.records_rejected} rejected)"
@@ -172,7 +154,7 @@ def build_stage_asset(
                 "wall_seconds": round(wall, 3),
                 "extra": MetadataValue.json(json.loads(json.dumps(outcome.success.extra))),
             },
-            check_results=run_checks(stage, store, outcome.success),
+            check_results=check_results(stage, done.checks),
         )
 
     return _stage_asset

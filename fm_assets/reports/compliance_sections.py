@@ -7,12 +7,17 @@ from typing import Any
 
 from fm_assets.compliance import paths
 from fm_assets.compliance.licence_policy import load_policy
-from fm_assets.compliance.namespaces import effective_namespace, quarantine_rows, release_name
+from fm_assets.compliance.namespaces import (
+    MODALITIES,
+    effective_namespace,
+    media_dataset_name,
+    quarantine_rows,
+    release_name,
+)
 from fm_assets.compliance.promotions import (
     RELEASE_NAMESPACES,
 )
 from fm_assets.compliance.revocations import list_revocations
-from fm_assets.datasets.media_release import MODALITIES, media_dataset_name
 from fm_assets.engine import layout
 from fm_assets.engine.store import ObjectStore
 

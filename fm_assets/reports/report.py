@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 from fm_assets.engine.landing import list_complete_batches
 from fm_assets.engine.refs import read_ref, read_success_at
 from fm_assets.engine.store import ObjectStore
-from fm_assets.stages.names import MEDIA_STAGE_NAMES, STAGE_NAMES
+from fm_assets.stages.names import CHAIN_NAMES, MEDIA, TEXT
 
 log = logging.getLogger(__name__)
 
@@ -61,14 +61,15 @@ def stage_report(store: ObjectStore, batch: str, stage: str) -> dict[str, Any] |
 
 def stages_of(store: ObjectStore, batch: str) -> list[str]:
     """The text chain, then the media chain when the batch delivered any media (its media_land read something)."""
-    ref = read_ref(store, MEDIA_STAGE_NAMES[0], batch)
+    text, media = CHAIN_NAMES[TEXT], CHAIN_NAMES[MEDIA]
+    ref = read_ref(store, media[0], batch)
     if ref is None:
-        return list(STAGE_NAMES)
+        return list(text)
     try:
         has_media = read_success_at(store, ref.prefix).counts.records_in > 0
     except (OSError, ValueError):
         has_media = True  # stage_report names the damage
-    return [*STAGE_NAMES, *MEDIA_STAGE_NAMES] if has_media else list(STAGE_NAMES)
+    return [*text, *media] if has_media else list(text)
 
 
 def build_report(store: ObjectStore, batches: list[str] | None = None) -> list[dict[str, Any]]:

@@ -57,7 +57,7 @@ class MediaFilterStage(RecordStage):
         except MediaError as error:  # decoded in media_validate; only a changed decoder gets here
             return Verdict.drop(error.reason, error.details)
         if not verdict.keep:
-            return verdict.to_verdict()
+            return verdict
         metrics["kept_" + record["modality"]] = metrics.get("kept_" + record["modality"], 0) + 1
         measured = json.dumps(dict(verdict.details), sort_keys=True, default=float)
         return Verdict.kept({**record, "metrics": measured})

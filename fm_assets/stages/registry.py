@@ -31,7 +31,7 @@ from fm_assets.stages import (
     tokenize,
     validate,
 )
-from fm_assets.stages.names import ALL_STAGE_NAMES, CHAIN_NAMES, STAGE_NAMES
+from fm_assets.stages.names import ALL_STAGE_NAMES, CHAIN_NAMES, MEDIA, TEXT
 
 TEXT_STAGES: list[Stage] = [
     land.STAGE,
@@ -58,18 +58,19 @@ MEDIA_STAGES: list[Stage] = [
     media_shard.STAGE,
 ]
 
-CHAINS: dict[str, list[Stage]] = {"text": TEXT_STAGES, "media": MEDIA_STAGES}
-
-# the text chain under its historical name (the text release, tests and tools walk it)
-STAGES = TEXT_STAGES
+CHAINS: dict[str, list[Stage]] = {TEXT: TEXT_STAGES, MEDIA: MEDIA_STAGES}
 ALL_STAGES: list[Stage] = [stage for stages in CHAINS.values() for stage in stages]
 
-__all__ = ["ALL_STAGES", "ALL_STAGE_NAMES", "CHAINS", "MEDIA_STAGES", "STAGES", "STAGE_NAMES", "TEXT_STAGES"]
-
-
-def pipeline_code_version() -> str:
-    """One identifier for the code of every stage of the text chain (recorded in text shard manifests)."""
-    return chain_code_version("text")
+__all__ = [
+    "ALL_STAGES",
+    "ALL_STAGE_NAMES",
+    "CHAINS",
+    "CHAIN_NAMES",
+    "MEDIA",
+    "MEDIA_STAGES",
+    "TEXT",
+    "TEXT_STAGES",
+]
 
 
 def chain_code_version(chain: str) -> str:

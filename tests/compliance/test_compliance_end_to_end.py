@@ -21,10 +21,10 @@ import pytest
 
 from fm_assets.compliance.namespaces import NamespaceWallError
 from fm_assets.datasets.release import assemble_release
+from fm_assets.defs.resources.iceberg import IcebergCatalogResource
 from fm_assets.engine.refs import read_success
 from fm_assets.engine.store import ObjectStore
 from fm_loader.manifest import DatasetManifest
-from fm_resources.iceberg import IcebergCatalogResource
 
 pytestmark = [pytest.mark.slow]
 FM = [sys.executable, "-m", "fm_assets.cli.main"]

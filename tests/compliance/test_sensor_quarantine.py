@@ -10,8 +10,8 @@ from dagster import DagsterInstance, SensorResult, build_sensor_context
 
 from fm_assets.compliance.promotions import promote, reject
 from fm_assets.defs.partitions import BATCH_PARTITIONS_NAME
+from fm_assets.defs.resources.object_store import ObjectStoreResource
 from fm_assets.defs.sensors import LandingCursor, landing_batch_sensor
-from fm_resources.object_store import ObjectStoreResource
 
 
 def _tick(instance: DagsterInstance, root: Path, cursor: str | None) -> SensorResult:

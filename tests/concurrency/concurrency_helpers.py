@@ -17,13 +17,14 @@ import pyarrow.parquet as pq
 
 from fm_assets.engine.hashing import content_hash, sha256_file
 from fm_assets.engine.landing import land_batch
-from fm_assets.engine.refs import EarlierBatchPending, read_ref, read_success, write_ref
-from fm_assets.engine.run import StageOutcome, run_stage
+from fm_assets.engine.materialize import materialize
+from fm_assets.engine.refs import EarlierBatchPending, read_ref, read_success
+from fm_assets.engine.run import StageOutcome
 from fm_assets.engine.stage import StageContext
 from fm_assets.engine.store import ObjectStore
 from fm_assets.settings import PipelineSettings
 from fm_assets.side_inputs.tokenizer import TokenizerSpec, ensure_pinned
-from fm_assets.stages.registry import STAGE_NAMES, STAGES
+from fm_assets.stages.registry import CHAIN_NAMES, TEXT_STAGES
 from fm_assets.transforms.text.pii import find_pii_spans
 from fm_assets.transforms.text.pii_policy import redact
 
@@ -131,12 +132,12 @@ def run_chain_waiting(
     tokenize), retrying a step that raises ``EarlierBatchPending`` as the Dagster assets do."""
     outcomes: dict[str, StageOutcome] = {}
     deadline = time.monotonic() + timeout_seconds
-    for stage in STAGES:
+    for stage in TEXT_STAGES:
         while True:
             try:
                 if stage.name == "tokenize":
                     ensure_pinned(store, tokenizer)
-                outcome = run_stage(stage, StageContext(store, batch, settings, resources))
+                outcome = materialize(stage, StageContext(store, batch, settings, resources)).outcome
                 break
             except EarlierBatchPending as exc:
                 pending.add(batch, stage.name, exc.missing)
@@ -145,7 +146,6 @@ def run_chain_waiting(
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(poll_seconds)
-        write_ref(store, stage.name, batch, outcome.success, cache_hit=outcome.cache_hit, wall_seconds=0.0)
         outcomes[stage.name] = outcome
     return outcomes
 
@@ -185,7 +185,7 @@ class Fingerprint:
 def fingerprint(store: ObjectStore, batches: list[str]) -> Fingerprint:
     outputs, files = {}, {}
     for batch in batches:
-        for stage in STAGE_NAMES:
+        for stage in CHAIN_NAMES["text"]:
             ref = read_ref(store, stage, batch)
             assert ref is not None, f"{stage}[{batch}] has no output"
             outputs[(batch, stage)] = (ref.prefix, ref.data_version)

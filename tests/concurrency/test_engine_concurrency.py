@@ -22,14 +22,14 @@ from concurrency_helpers import (
     run_chain_waiting,
 )
 
+from fm_assets.defs.resources.pipeline_config import PipelineConfigResource
 from fm_assets.engine.refs import EarlierBatchPending, read_ref, read_success, write_ref
 from fm_assets.engine.run import run_stage
 from fm_assets.engine.stage import StageContext
 from fm_assets.side_inputs.blocklists import BlocklistSource
 from fm_assets.side_inputs.eval_registry import EvalRegistry
 from fm_assets.side_inputs.tokenizer import TokenizerSpec, ensure_pinned
-from fm_assets.stages.registry import STAGES
-from fm_resources.pipeline_config import PipelineConfigResource
+from fm_assets.stages.registry import TEXT_STAGES
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ TOKENIZER = TokenizerSpec(train_vocab_size=512)  # nothing configured: the token
 def resources(spark: bool) -> dict:
     found: dict = {"blocklists": BlocklistSource(), "eval_registry": EvalRegistry()}
     if spark:
-        from fm_resources.spark import SparkResource
+        from fm_assets.defs.resources.spark import SparkResource
 
         found["spark"] = SparkResource(master="local[2]", shuffle_partitions=2)
     return found
@@ -115,7 +115,7 @@ def test_earlier_batch_never_run_is_a_clear_error(tmp_path: Path, real_sample: d
     first, second = BATCH_IDS[:2]
     store = land_corpus(tmp_path / "root", corpus, tmp_path)
     ctx = StageContext(store, second, settings, resources(spark=False))
-    for stage in STAGES:
+    for stage in TEXT_STAGES:
         if stage.name == "dedup":
             with pytest.raises(EarlierBatchPending) as raised:
                 run_stage(stage, ctx)

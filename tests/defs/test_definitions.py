@@ -10,7 +10,7 @@ from pathlib import Path
 
 from fm_assets.defs.build import build_definitions
 from fm_assets.settings import load_settings
-from fm_assets.stages.registry import STAGE_NAMES
+from fm_assets.stages.registry import CHAIN_NAMES
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -32,10 +32,10 @@ def test_graph_shape_and_profiles():
     local = build_definitions(load_settings(profile="local"))
     graph = local.resolve_asset_graph()
     keys = {key.to_user_string() for key in graph.get_all_asset_keys()}
-    assert set(STAGE_NAMES) <= keys and "dataset_release" in keys
+    assert set(CHAIN_NAMES["text"]) <= keys and "dataset_release" in keys
     by_name = {key.to_user_string(): key for key in graph.get_all_asset_keys()}
     side_inputs = {"tokenizer", "blocklists", "eval_registry", "quality_model"}
-    for before, after in pairwise(STAGE_NAMES):  # every stage depends on exactly the previous one
+    for before, after in pairwise(CHAIN_NAMES["text"]):  # every stage depends on exactly the previous one
         parents = {key.to_user_string() for key in graph.get(by_name[after]).parent_keys}
         assert parents - side_inputs == {before}
     # side inputs are upstream of exactly the stages whose keys they change

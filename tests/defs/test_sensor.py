@@ -27,18 +27,18 @@ from dagster import (
 from dagster._core.definitions.job_definition import JobDefinition
 
 from fm_assets.cli.runner import dagster_instance
-from fm_assets.defs import stage_assets
 from fm_assets.defs.build import build_definitions
 from fm_assets.defs.instance import LOCAL_INSTANCE_TEMPLATE, ensure_instance_config
 from fm_assets.defs.jobs import RELEASE_RUN_TAG_KEY, RELEASE_RUN_TAG_VALUE
 from fm_assets.defs.partitions import BATCH_PARTITIONS_NAME
+from fm_assets.defs.resources.object_store import ObjectStoreResource
 from fm_assets.defs.sensors import LandingCursor, landing_batch_sensor, release_after_preprocess
+from fm_assets.engine import materialize as engine_materialize
 from fm_assets.engine.checks import CheckOutcome
 from fm_assets.engine.landing import land_batch
 from fm_assets.engine.store import ObjectStore
 from fm_assets.settings import load_settings
-from fm_assets.stages.names import MEDIA_STAGE_NAMES
-from fm_resources.object_store import ObjectStoreResource
+from fm_assets.stages.names import CHAIN_NAMES
 
 
 def evaluate(instance: DagsterInstance, root: Path, cursor: str | None):
@@ -257,7 +257,7 @@ def test_blocking_check_failure_stops_the_run_under_the_local_executor(fm_env, l
     batch = land("s1")
     instance = dagster_instance(load_settings())
     instance.add_dynamic_partitions(BATCH_PARTITIONS_NAME, [batch])
-    evaluate = stage_assets.evaluate_checks
+    evaluate = engine_materialize.evaluate_checks
 
     def failing_land_accounting(stage, store, success):
         outcomes = evaluate(stage, store, success)
@@ -265,7 +265,7 @@ def test_blocking_check_failure_stops_the_run_under_the_local_executor(fm_env, l
             outcomes["accounting"] = CheckOutcome(False, {"forced": True}, "forced failure")
         return outcomes
 
-    monkeypatch.setattr(stage_assets, "evaluate_checks", failing_land_accounting)
+    monkeypatch.setattr(engine_materialize, "evaluate_checks", failing_land_accounting)
     with execute_job(
         reconstructable(local_preprocess_job),
         instance,
@@ -280,7 +280,7 @@ def test_blocking_check_failure_stops_the_run_under_the_local_executor(fm_env, l
         started = {e.step_key for e in result.all_events if e.event_type == DagsterEventType.STEP_START}
         # nothing downstream of land ran; the media chain does not read land and goes on, and quality_model
         # depends on no stage, so it may run beside land
-        assert result.get_failed_step_keys() == {"land"} and started - set(MEDIA_STAGE_NAMES) - {
+        assert result.get_failed_step_keys() == {"land"} and started - set(CHAIN_NAMES["media"]) - {
             "quality_model"
         } == {"land"}
         (accounting,) = [

@@ -126,7 +126,6 @@ def test_build_context_holds_what_the_copies_need_and_nothing_else() -> None:
         "scripts",
         "requirements",
         "fm_loader",
-        "fm_resources",
         "fm_assets",
         ".dockerignore",
         "deploy",
@@ -140,4 +139,4 @@ def test_the_copies_cover_every_file_the_package_build_reads() -> None:
     tomllib = pytest.importorskip("tomllib")
     readme = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["readme"]
     copied = {source for copy in instructions("COPY") for source in copy.value[:-1]}
-    assert {"pyproject.toml", readme, "fm_assets", "fm_resources", "fm_loader"} <= copied
+    assert {"pyproject.toml", readme, "fm_assets", "fm_loader"} <= copied

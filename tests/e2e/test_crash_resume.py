@@ -14,7 +14,7 @@ import pytest
 from fm_assets.engine.landing import land_batch
 from fm_assets.engine.refs import read_success
 from fm_assets.engine.store import ObjectStore
-from fm_assets.stages.registry import STAGE_NAMES
+from fm_assets.stages.registry import CHAIN_NAMES
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -33,7 +33,7 @@ def _committed_units(root: Path, stage: str) -> int:
 
 
 def _stage_versions(store: ObjectStore, batch: str) -> dict[str, str]:
-    return {stage: read_success(store, stage, batch).data_version for stage in STAGE_NAMES}
+    return {stage: read_success(store, stage, batch).data_version for stage in CHAIN_NAMES["text"]}
 
 
 def test_kill_minus_nine_then_resume_is_byte_identical(fm_env, real_sample, tmp_path):

@@ -26,7 +26,7 @@ from fm_assets.engine.landing import land_batch
 from fm_assets.engine.refs import read_ref, read_success
 from fm_assets.engine.store import ObjectStore
 from fm_assets.reports.report import iter_rejects
-from fm_assets.stages.names import MEDIA_STAGE_NAMES, STAGE_NAMES
+from fm_assets.stages.names import ALL_STAGE_NAMES, CHAIN_NAMES
 from fm_loader.manifest import DatasetManifest
 from fm_loader.media.loader import MediaLoader
 from fm_loader.media.manifest import MediaManifest
@@ -108,7 +108,7 @@ def test_media_and_text_through_fm_land_and_fm_run(fm_env, real_sample, tmp_path
 
     # accounting at every media stage, nothing lost between them, rejects kept with reasons
     previous = None
-    for stage in MEDIA_STAGE_NAMES:
+    for stage in CHAIN_NAMES["media"]:
         success = read_success(store, stage, first)
         counts = success.counts
         assert counts.records_in == counts.records_out + counts.records_rejected, stage
@@ -177,7 +177,7 @@ def test_media_and_text_through_fm_land_and_fm_run(fm_env, real_sample, tmp_path
     # a re-run does no work: every stage of both chains is a cache hit
     fm("run", root=root)
     for batch in (first, second):
-        for stage in [*STAGE_NAMES, *MEDIA_STAGE_NAMES]:
+        for stage in ALL_STAGE_NAMES:
             ref = read_ref(store, stage, batch)
             assert ref is not None and ref.last_cache_hit, (batch, stage)
 

@@ -16,7 +16,7 @@ from fm_assets.reports.audit import build_audit
 from fm_assets.reports.report import build_report, iter_rejects
 from fm_assets.settings import load_settings
 from fm_assets.stages.normalize import NormalizeStage
-from fm_assets.stages.registry import STAGE_NAMES
+from fm_assets.stages.registry import CHAIN_NAMES
 from fm_loader.manifest import DatasetManifest
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
@@ -38,7 +38,7 @@ def land_sample(root: Path, sample: dict) -> list[str]:
 
 
 def refs(store: ObjectStore, batches: list[str]) -> dict[tuple[str, str], dict]:
-    return {(b, s): read_ref(store, s, b) for b in batches for s in STAGE_NAMES}
+    return {(b, s): read_ref(store, s, b) for b in batches for s in CHAIN_NAMES["text"]}
 
 
 def test_graph_end_to_end_skip_and_code_version(fm_env, real_sample, monkeypatch):
@@ -52,7 +52,7 @@ def test_graph_end_to_end_skip_and_code_version(fm_env, real_sample, monkeypatch
 
     # accounting holds for every stage of every batch, and stages chain without losing records
     report = build_report(store, batches)
-    assert len(report) == len(batches) * len(STAGE_NAMES)
+    assert len(report) == len(batches) * len(CHAIN_NAMES["text"])
     for row in report:
         assert row["records_in"] == row["records_out"] + row["records_rejected"], row
     for batch in batches:
@@ -123,9 +123,9 @@ def test_graph_end_to_end_skip_and_code_version(fm_env, real_sample, monkeypatch
     monkeypatch.setattr(NormalizeStage, "judge", judge_v2)
     assert run_batches(load_settings(), release=False) == {}
     third = refs(store, batches)
-    position = STAGE_NAMES.index("normalize")
+    position = CHAIN_NAMES["text"].index("normalize")
     for (batch, stage), ref in third.items():
-        if STAGE_NAMES.index(stage) < position:
+        if CHAIN_NAMES["text"].index(stage) < position:
             assert ref.last_cache_hit is True, (batch, stage)
             assert ref.prefix == first[(batch, stage)].prefix
         else:

@@ -9,12 +9,12 @@ import boto3
 import pytest
 
 from fm_assets.cli.runner import run_batches
+from fm_assets.defs.resources.object_store import ObjectStoreResource
 from fm_assets.engine.landing import land_batch
 from fm_assets.engine.refs import read_success
 from fm_assets.settings import load_settings
-from fm_assets.stages.registry import STAGE_NAMES
+from fm_assets.stages.registry import CHAIN_NAMES
 from fm_loader import Loader
-from fm_resources.object_store import ObjectStoreResource
 
 pytestmark = [pytest.mark.slow]
 
@@ -30,7 +30,7 @@ def test_pipeline_on_s3_root(fm_env, s3_env, real_sample, monkeypatch):
     ).batch
 
     assert run_batches(load_settings()) == {}
-    for stage in STAGE_NAMES:
+    for stage in CHAIN_NAMES["text"]:
         success = read_success(store, stage, batch)
         counts = success.counts.to_json()
         assert counts["records_in"] == counts["records_out"] + counts["records_rejected"], stage

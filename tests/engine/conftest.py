@@ -85,7 +85,7 @@ def spark_cluster_master() -> Iterator[str]:
     try:
         yield started.stdout.strip().splitlines()[-1]
     finally:
-        from fm_resources.spark import stop_session
+        from fm_assets.defs.resources.spark import stop_session
 
         stop_session()
         subprocess.run(["bash", str(SCRIPT), "stop"], env=env, timeout=120)

@@ -11,19 +11,20 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fm_assets.defs.resources.pipeline_config import PipelineConfigResource
 from fm_assets.engine import layout
 from fm_assets.engine.landing import land_batch
+from fm_assets.engine.materialize import materialize
 from fm_assets.engine.records import UnitMarker
-from fm_assets.engine.refs import read_success, write_ref
-from fm_assets.engine.run import StageOutcome, run_stage
+from fm_assets.engine.refs import read_success
+from fm_assets.engine.run import StageOutcome
 from fm_assets.engine.stage import StageContext, UnitContext, UnitResult, WorkUnit
 from fm_assets.engine.store import ObjectStore
 from fm_assets.engine.verdict import Verdict
 from fm_assets.side_inputs.blocklists import BlocklistSource
 from fm_assets.side_inputs.eval_registry import EvalRegistry
 from fm_assets.stages.filter import FilterStage
-from fm_assets.stages.registry import STAGES
-from fm_resources.pipeline_config import PipelineConfigResource
+from fm_assets.stages.registry import TEXT_STAGES
 
 BATCH = "b-pool"
 CHAIN = ("land", "validate", "pii_preflag", "filter")
@@ -60,9 +61,10 @@ def run_chain(
 ) -> dict[str, StageOutcome]:
     """Run the stages in order up to ``until`` as the preprocess job does (refs written after each)."""
     outcomes = {}
-    for stage in STAGES:
-        outcome = run_stage(stage, StageContext(store, BATCH, config, resources or side_resources()))
-        write_ref(store, stage.name, BATCH, outcome.success, cache_hit=outcome.cache_hit, wall_seconds=0.0)
+    for stage in TEXT_STAGES:
+        outcome = materialize(
+            stage, StageContext(store, BATCH, config, resources or side_resources())
+        ).outcome
         outcomes[stage.name] = outcome
         if stage.name == until:
             break
@@ -71,8 +73,7 @@ def run_chain(
 
 def run_one(store: ObjectStore, stage: Any, config: PipelineConfigResource, **resources: Any) -> StageOutcome:
     """Run one stage (its upstream already run) and point its ref at the output."""
-    outcome = run_stage(stage, StageContext(store, BATCH, config, side_resources(**resources)))
-    write_ref(store, stage.name, BATCH, outcome.success, cache_hit=outcome.cache_hit, wall_seconds=0.0)
+    outcome = materialize(stage, StageContext(store, BATCH, config, side_resources(**resources))).outcome
     return outcome
 
 

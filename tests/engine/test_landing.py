@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from fm_assets.defs.resources.pipeline_config import PipelineConfigResource
 from fm_assets.engine.landing import (
     LandingError,
     _hash_walked,
@@ -21,7 +22,6 @@ from fm_assets.engine.landing import (
 from fm_assets.engine.stage import StageContext
 from fm_assets.engine.store import ObjectStore
 from fm_assets.stages.land import STAGE as LAND
-from fm_resources.pipeline_config import PipelineConfigResource
 
 
 @pytest.fixture

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from pool_helpers import FlakyFilter, committed_units, fingerprint, run_one, settings
 
+from fm_assets.defs.resources.spark import SparkResource
 from fm_assets.engine.pool import UnitFailedError
 from fm_assets.engine.store import ObjectStore
 from fm_assets.stages.filter import STAGE as FILTER
-from fm_resources.spark import SparkResource
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 

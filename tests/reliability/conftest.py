@@ -14,7 +14,7 @@ import pytest
 
 from fm_assets.engine.refs import read_success
 from fm_assets.engine.store import ObjectStore
-from fm_assets.stages.names import STAGE_NAMES
+from fm_assets.stages.names import CHAIN_NAMES
 
 
 @dataclass
@@ -34,7 +34,9 @@ class Root:
         )  # fmt: skip
 
     def versions(self) -> dict[str, str]:
-        return {stage: read_success(self.store, stage, self.batch).data_version for stage in STAGE_NAMES}
+        return {
+            stage: read_success(self.store, stage, self.batch).data_version for stage in CHAIN_NAMES["text"]
+        }
 
     def output_file(self, stage: str, pattern: str) -> Path:
         prefix = read_success(self.store, stage, self.batch).prefix

@@ -18,7 +18,7 @@ SCRIPT = REPO / "scripts" / "spark_cluster.sh"
 @pytest.fixture
 def spark():
     """The shared local session (recreated only if a cluster test switched the master)."""
-    from fm_resources.spark import get_or_create_session
+    from fm_assets.defs.resources.spark import get_or_create_session
 
     return get_or_create_session(master="local[2]", shuffle_partitions=4)
 
@@ -51,7 +51,7 @@ def spark_cluster_master() -> Iterator[str]:
     try:
         yield started.stdout.strip().splitlines()[-1]
     finally:
-        from fm_resources.spark import stop_session
+        from fm_assets.defs.resources.spark import stop_session
 
         stop_session()
         subprocess.run(["bash", str(SCRIPT), "stop"], env=env, timeout=120)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from spark_planted import planted_corpus
 
+from fm_assets.defs.resources.spark import get_or_create_session
 from fm_assets.transforms.dedup.near_dup.job import NearDedupConfig, run_near_dedup
-from fm_resources.spark import get_or_create_session
 
 pytestmark = [pytest.mark.spark, pytest.mark.cluster, pytest.mark.slow]
 

@@ -1,12 +1,14 @@
-"""Distributed connected components agree with a union-find on graphs with long chains and stars."""
+"""Distributed connected components agree with a union-find, and with the in-process engine, on graphs with long
+chains and stars."""
 
 from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 
-from fm_assets.transforms.dedup.connected_components import connected_components
+from fm_assets.transforms.dedup.clusters import connected_components, min_label_components
 
 pytestmark = pytest.mark.spark
 
@@ -41,3 +43,10 @@ def test_large_small_star_matches_union_find(spark):
     expected = {k: v for k, v in _union_find(edges).items() if any(k in e for e in edges if e[0] != e[1])}
     assert got == expected
     assert result.iterations < 20
+    # the in-process engine labels the same nodes with the same components
+    names = sorted({n for e in edges for n in e})
+    number = {name: i for i, name in enumerate(names)}
+    a = np.array([number[e[0]] for e in edges], dtype=np.int64)
+    b = np.array([number[e[1]] for e in edges], dtype=np.int64)
+    labels, _ = min_label_components(a, b, len(names))
+    assert {name: names[labels[number[name]]] for name in got} == got

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from fm_assets.defs.resources.pipeline_config import PipelineConfigResource
 from fm_assets.engine.landing import LandingError, land_batch
 from fm_assets.engine.refs import write_ref
 from fm_assets.engine.run import run_stage
@@ -15,7 +16,6 @@ from fm_assets.engine.stage import StageContext
 from fm_assets.engine.store import ObjectStore
 from fm_assets.stages.land import STAGE as LAND
 from fm_assets.stages.validate import STAGE as VALIDATE
-from fm_resources.pipeline_config import PipelineConfigResource
 
 GOOD = "The quick brown fox jumps over the lazy dog near the river bank today."
 

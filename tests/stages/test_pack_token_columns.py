@@ -7,6 +7,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from fm_assets.defs.resources.pipeline_config import PipelineConfigResource
 from fm_assets.engine.checks import check_schema
 from fm_assets.engine.refs import read_success, write_ref
 from fm_assets.engine.run import run_stage
@@ -17,7 +18,6 @@ from fm_assets.stages.pack import per_token_values
 from fm_assets.stages.shard import STAGE as SHARD
 from fm_assets.transforms.tokens.schemas import MISSING_TOKEN_VALUE, TOKENS_SCHEMA, token_list_array
 from fm_loader import DatasetManifest, Loader, read_rows
-from fm_resources.pipeline_config import PipelineConfigResource
 
 T, VOCAB, UNMARKED = 16, 1000, 999  # tokens of the document without the column are all UNMARKED
 LENGTHS = [5, 9, 40, 3, 16, 7, 11, 2, 23]  # 40 and 23 are longer than a row: split

@@ -8,16 +8,17 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from fm_assets.defs.resources.pipeline_config import PipelineConfigResource
 from fm_assets.engine.landing import land_batch
-from fm_assets.engine.refs import read_success, write_ref
+from fm_assets.engine.materialize import materialize
+from fm_assets.engine.refs import read_success
 from fm_assets.engine.run import run_stage
 from fm_assets.engine.stage import StageContext
 from fm_assets.engine.store import ObjectStore
 from fm_assets.side_inputs.blocklists import BlocklistSource
 from fm_assets.side_inputs.eval_registry import EvalRegistry
 from fm_assets.side_inputs.tokenizer import TokenizerSpec, ensure_pinned
-from fm_assets.stages.registry import STAGES
-from fm_resources.pipeline_config import PipelineConfigResource
+from fm_assets.stages.registry import TEXT_STAGES
 
 
 def real_texts(sample: dict, count: int) -> list[str]:
@@ -43,11 +44,10 @@ SIDE_INPUTS = {"blocklists": BlocklistSource(), "eval_registry": EvalRegistry()}
 def run_chain(store, batch, settings, tokenizer: TokenizerSpec, until):
     """Run the stages in order as the preprocess job does (the tokenizer asset pins before tokenize)."""
     outcomes = {}
-    for stage in STAGES:
+    for stage in TEXT_STAGES:
         if stage.name == "tokenize":
             ensure_pinned(store, tokenizer)
-        outcome = run_stage(stage, StageContext(store, batch, settings, SIDE_INPUTS))
-        write_ref(store, stage.name, batch, outcome.success, cache_hit=outcome.cache_hit, wall_seconds=0.0)
+        outcome = materialize(stage, StageContext(store, batch, settings, SIDE_INPUTS)).outcome
         outcomes[stage.name] = outcome
         if stage.name == until:
             break
@@ -78,7 +78,7 @@ def test_exact_dedup_across_batches_and_rerun_stability(tmp_path, settings, real
     assert out.success.rejects_by_reason == {"exact_duplicate_cross_batch": 2, "exact_duplicate": 1}
     assert out.success.counts.records_out == 2
     assert out.success.inputs[f"dedup:{first}"] == read_success(store, "dedup", first).data_version
-    again = run_stage(STAGES[4], StageContext(store, second, settings, SIDE_INPUTS))
+    again = run_stage(TEXT_STAGES[4], StageContext(store, second, settings, SIDE_INPUTS))
     assert again.cache_hit and again.data_version == out.data_version
 
 

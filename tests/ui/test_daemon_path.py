@@ -18,7 +18,7 @@ from fm_assets.defs.jobs import RELEASE_RUN_TAG_KEY, RELEASE_RUN_TAG_VALUE
 from fm_assets.defs.partitions import BATCH_PARTITIONS_NAME
 from fm_assets.engine.landing import land_batch
 from fm_assets.engine.store import ObjectStore
-from fm_assets.stages.names import STAGE_NAMES
+from fm_assets.stages.names import CHAIN_NAMES
 from fm_loader.manifest import DatasetManifest
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.timeout(2400)]
@@ -67,7 +67,7 @@ def test_landed_batch_runs_through_sensor_daemon_and_release(
 
     stack.wait_for_run(run.run_id, timeout=1500)
     # every stage materialized this partition, in one run worker (the in-process executor)
-    for stage in STAGE_NAMES:
+    for stage in CHAIN_NAMES["text"]:
         event = stack.instance.get_latest_materialization_event(AssetKey(stage))
         assert event is not None and event.run_id == run.run_id, stage
         assert event.dagster_event is not None and event.dagster_event.partition == batch, stage

@@ -11,12 +11,12 @@ import pytest
 
 from fm_assets.cli.runner import dagster_instance, run_batches, run_config
 from fm_assets.datasets.views import CURATED_TABLE, recorded_versions
+from fm_assets.defs.resources.iceberg import IcebergCatalogResource
+from fm_assets.defs.resources.lance import LanceResource
 from fm_assets.engine.landing import land_batch
 from fm_assets.engine.refs import batches_with_ref, read_success
 from fm_assets.engine.store import ObjectStore
 from fm_assets.settings import load_settings
-from fm_resources.iceberg import IcebergCatalogResource
-from fm_resources.lance import LanceResource
 
 PACKAGES = ("gnome-user-docs", "debian-handbook")  # the smaller one first: it is processed twice
 

@@ -9,9 +9,9 @@ from dagster import AssetCheckKey, AssetKey, DagsterInstance
 from pyiceberg.expressions import EqualTo
 
 from fm_assets.datasets.views import CURATED_TABLE
+from fm_assets.defs.resources.iceberg import IcebergCatalogResource
+from fm_assets.defs.resources.lance import LanceResource
 from fm_assets.engine.refs import read_ref, read_success
-from fm_resources.iceberg import IcebergCatalogResource
-from fm_resources.lance import LanceResource
 
 pytestmark = [pytest.mark.slow]
 

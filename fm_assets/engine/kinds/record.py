@@ -25,5 +25,5 @@ class RecordStage(Stage):
                 if verdict.keep:
                     unit.write(record if verdict.record is None else verdict.record)
                 else:
-                    unit.reject(record, verdict.reason, verdict.details)
+                    unit.reject(record, verdict.reason or "rejected", verdict.details)
         return UnitResult(records_in=records_in, extra=metrics)

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from fm_assets.transforms.media_verdict import RuleVerdict
+from fm_assets.engine.verdict import Verdict
 
 FRAME_S = 0.02
 SNR_CAP_DB = 100.0
@@ -90,31 +90,33 @@ def measure_audio(samples: np.ndarray, sample_rate: int, rules: AudioRules) -> A
     return AudioMeasurements(round(len(signal) / sample_rate, 6), silent, clipped, snr)
 
 
-def judge_audio(samples: np.ndarray, sample_rate: int, transcript: str, rules: AudioRules) -> RuleVerdict:
+def judge_audio(samples: np.ndarray, sample_rate: int, transcript: str, rules: AudioRules) -> Verdict:
     """Keep the pair, or the first failed rule with its measured value and threshold."""
     duration = len(samples) / sample_rate if sample_rate > 0 else 0.0
     if duration < rules.min_duration_s:
-        return RuleVerdict.drop("audio_too_short", round(duration, 4), rules.min_duration_s)
+        return Verdict.over_limit("audio_too_short", round(duration, 4), rules.min_duration_s)
     if duration > rules.max_duration_s:
-        return RuleVerdict.drop("audio_too_long", round(duration, 4), rules.max_duration_s)
+        return Verdict.over_limit("audio_too_long", round(duration, 4), rules.max_duration_s)
     if sample_rate < rules.min_sample_rate:
-        return RuleVerdict.drop("sample_rate_too_low", sample_rate, rules.min_sample_rate)
+        return Verdict.over_limit("sample_rate_too_low", sample_rate, rules.min_sample_rate)
     if rules.allowed_sample_rates and sample_rate not in rules.allowed_sample_rates:
-        return RuleVerdict.drop("sample_rate_not_allowed", sample_rate, list(rules.allowed_sample_rates))
+        return Verdict.over_limit("sample_rate_not_allowed", sample_rate, list(rules.allowed_sample_rates))
     m = measure_audio(samples, sample_rate, rules)
     if m.silence_fraction > rules.max_silence_fraction:
-        return RuleVerdict.drop("too_much_silence", round(m.silence_fraction, 4), rules.max_silence_fraction)
+        return Verdict.over_limit(
+            "too_much_silence", round(m.silence_fraction, 4), rules.max_silence_fraction
+        )
     if m.clipping_fraction > rules.max_clipping_fraction:
-        return RuleVerdict.drop("clipped_audio", round(m.clipping_fraction, 6), rules.max_clipping_fraction)
+        return Verdict.over_limit("clipped_audio", round(m.clipping_fraction, 6), rules.max_clipping_fraction)
     if m.snr_db < rules.min_snr_db:
-        return RuleVerdict.drop("low_snr", round(m.snr_db, 2), rules.min_snr_db)
+        return Verdict.over_limit("low_snr", round(m.snr_db, 2), rules.min_snr_db)
     text = transcript.strip()
     if len(text) < rules.transcript_min_chars:
-        return RuleVerdict.drop("transcript_too_short", len(text), rules.transcript_min_chars)
+        return Verdict.over_limit("transcript_too_short", len(text), rules.transcript_min_chars)
     if len(text) > rules.transcript_max_chars:
-        return RuleVerdict.drop("transcript_too_long", len(text), rules.transcript_max_chars)
-    return RuleVerdict.kept(
-        {
+        return Verdict.over_limit("transcript_too_long", len(text), rules.transcript_max_chars)
+    return Verdict.kept(
+        measurements={
             "duration_s": m.duration_s,
             "sample_rate": sample_rate,
             "silence_fraction": round(m.silence_fraction, 4),

@@ -5,9 +5,9 @@ Pigeonhole banding (``transforms.image.phash.band_keys``): with ``max_distance +
 (an equi-join), confirmed with the Hamming distance. The join runs on Spark (``candidate_pairs_spark``) or,
 for small inputs, in-process (``candidate_pairs_local``); both return the same confirmed pairs.
 
-Confirmed pairs form clusters (connected components). The survivor rule is text near-dup's: an image already
-in an earlier batch's index wins (it was released earlier), then the highest quality (here: pixel count),
-then the smallest id. ``cluster_id`` is the smallest id in the cluster. A member of this batch is removed when
+Confirmed pairs form clusters and each cluster keeps one survivor, both computed by ``clusters`` (the module
+text near-dup calls): an image already in an earlier batch's index wins (it was released earlier), then the
+highest quality (here: pixel count), then the smallest id. ``cluster_id`` is the smallest id in the cluster. A member of this batch is removed when
 it is within ``max_distance`` of its survivor; farther chain members are kept.
 """
 
@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from fm_assets.transforms.dedup.clusters import min_label_components, survivors_in_process
 from fm_assets.transforms.image.phash import as_int64, as_uint64, band_keys, bands_for_distance, hamming
 
 REASON = "near_duplicate"
@@ -118,49 +119,43 @@ def candidate_pairs_spark(
     return sorted((int(r["a"]), int(r["b"]), int(r["distance"])) for r in joined.collect())
 
 
-def _components(size: int, pairs: list[tuple[int, int, int]]) -> list[int]:
-    parent = list(range(size))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for a, b, _ in pairs:
-        ra, rb = find(a), find(b)
-        if ra != rb:
-            parent[max(ra, rb)] = min(ra, rb)
-    return [find(x) for x in range(size)]
-
-
 def near_duplicate_removals(
     nodes: pa.Table, pairs: list[tuple[int, int, int]], max_distance: int
 ) -> list[Removal]:
-    """Which images of this batch go, by the survivor rule, with their cluster and survivor."""
+    """Which images of this batch go, by the survivor rule, with their cluster and survivor.
+
+    Clusters and survivors come from ``clusters`` (the in-process engine text near-dup uses), with the
+    nodes numbered in ``doc_id`` order so that "smallest node" is "smallest id" and the pixel count as the
+    quality.
+    """
     if not pairs:
         return []
     ids = nodes["doc_id"].to_pylist()
     hashes = nodes["phash"].to_pylist()
-    quality = nodes["quality"].to_pylist()
     batch = nodes["batch"].to_pylist()
-    prior = nodes["prior"].to_pylist()
-    root = _components(len(ids), pairs)
-    members: dict[int, list[int]] = {}
-    for node in sorted({n for a, b, _ in pairs for n in (a, b)}):
-        members.setdefault(root[node], []).append(node)
+    prior = np.asarray(nodes["prior"].to_pylist(), dtype=bool)
+    row_of = np.argsort(np.asarray(ids, dtype=object), kind="stable")  # node number -> row
+    number = np.empty(len(ids), dtype=np.int64)
+    number[row_of] = np.arange(len(ids), dtype=np.int64)  # row -> node number
+    edges = np.asarray([(a, b) for a, b, _ in pairs], dtype=np.int64)
+    a, b = number[edges[:, 0]], number[edges[:, 1]]
+    label, _ = min_label_components(a, b, len(ids))
+    members = np.unique(np.concatenate([a, b]))
+    rows = row_of[members]
+    survivor = survivors_in_process(
+        label[members], members, prior[rows], nodes["quality"].take(pa.array(rows))
+    )
     removals = []
-    for cluster in members.values():
-        survivor = min(cluster, key=lambda n: (not prior[n], -quality[n], ids[n]))
-        cluster_id = min(ids[n] for n in cluster)
-        for node in cluster:
-            if node == survivor or prior[node]:
-                continue
-            distance = hamming(as_uint64(hashes[node]), as_uint64(hashes[survivor]))
-            if distance <= max_distance:
-                removals.append(
-                    Removal(ids[node], cluster_id, ids[survivor], batch[survivor], distance, prior[survivor])
-                )
+    for row, cluster, best in zip(
+        rows.tolist(), label[members].tolist(), row_of[survivor].tolist(), strict=True
+    ):
+        if row == best or prior[row]:
+            continue
+        distance = hamming(as_uint64(hashes[row]), as_uint64(hashes[best]))
+        if distance <= max_distance:
+            removals.append(
+                Removal(ids[row], ids[row_of[cluster]], ids[best], batch[best], distance, bool(prior[best]))
+            )
     return sorted(removals, key=lambda r: r.doc_id)
 
 

@@ -19,8 +19,8 @@ from typing import Any
 
 from PIL import Image, ImageStat
 
+from fm_assets.engine.verdict import Verdict
 from fm_assets.transforms.image.decode import ImageInfo
-from fm_assets.transforms.media_verdict import RuleVerdict
 from fm_assets.transforms.text.langid import detect_language
 
 
@@ -54,7 +54,7 @@ def luma_stats(image: Image.Image) -> tuple[float, float]:
     return std, entropy + 0.0  # + 0.0 turns -0.0 into 0.0
 
 
-def judge_image(image: Image.Image, info: ImageInfo, caption: str, rules: ImageRules) -> RuleVerdict:
+def judge_image(image: Image.Image, info: ImageInfo, caption: str, rules: ImageRules) -> Verdict:
     """Keep the pair, or the first failed rule with its measured value and threshold.
 
     Sizes are the decoded image's (EXIF orientation applied); ``info`` adds the source format.
@@ -62,22 +62,22 @@ def judge_image(image: Image.Image, info: ImageInfo, caption: str, rules: ImageR
     width, height = image.size
     short, long = min(width, height), max(width, height)
     if short < rules.min_side:
-        return RuleVerdict.drop("image_too_small", short, rules.min_side, width=width, height=height)
+        return Verdict.over_limit("image_too_small", short, rules.min_side, width=width, height=height)
     aspect = long / short
     if aspect > rules.max_aspect_ratio:
-        return RuleVerdict.drop(
+        return Verdict.over_limit(
             "aspect_ratio_too_extreme", round(aspect, 4), rules.max_aspect_ratio, width=width, height=height
         )
     std, entropy = luma_stats(image)
     if std < rules.min_pixel_std:
-        return RuleVerdict.drop("near_blank_image", round(std, 4), rules.min_pixel_std)
+        return Verdict.over_limit("near_blank_image", round(std, 4), rules.min_pixel_std)
     if entropy < rules.min_entropy_bits:
-        return RuleVerdict.drop("low_entropy_image", round(entropy, 4), rules.min_entropy_bits)
+        return Verdict.over_limit("low_entropy_image", round(entropy, 4), rules.min_entropy_bits)
     text = caption.strip()
     if len(text) < rules.caption_min_chars:
-        return RuleVerdict.drop("caption_too_short", len(text), rules.caption_min_chars)
+        return Verdict.over_limit("caption_too_short", len(text), rules.caption_min_chars)
     if len(text) > rules.caption_max_chars:
-        return RuleVerdict.drop("caption_too_long", len(text), rules.caption_max_chars)
+        return Verdict.over_limit("caption_too_long", len(text), rules.caption_max_chars)
     measurements: dict[str, Any] = {
         "format": info.format,
         "width": width,
@@ -89,15 +89,15 @@ def judge_image(image: Image.Image, info: ImageInfo, caption: str, rules: ImageR
     if rules.caption_languages or rules.caption_min_language_score > 0:
         lang, score = detect_language(text)
         if rules.caption_languages and lang not in rules.caption_languages:
-            return RuleVerdict.drop(
+            return Verdict.over_limit(
                 "caption_language_not_allowed", lang, list(rules.caption_languages), score=round(score, 4)
             )
         if score < rules.caption_min_language_score:
-            return RuleVerdict.drop(
+            return Verdict.over_limit(
                 "caption_language_low_confidence",
                 round(score, 4),
                 rules.caption_min_language_score,
                 lang=lang,
             )
         measurements.update(caption_lang=lang, caption_lang_score=round(score, 4))
-    return RuleVerdict.kept(measurements)
+    return Verdict.kept(measurements=measurements)

@@ -9,8 +9,9 @@ import pyarrow.parquet as pq
 import pytest
 from media_batch import EXPECTED_REJECTS, write_media_batch, write_second_batch
 
+from fm_assets.defs.resources.pipeline_config import PipelineConfigResource
 from fm_assets.engine.landing import land_batch
-from fm_assets.engine.refs import write_ref
+from fm_assets.engine.materialize import materialize
 from fm_assets.engine.run import run_stage
 from fm_assets.engine.stage import StageContext
 from fm_assets.engine.store import ObjectStore
@@ -18,7 +19,6 @@ from fm_assets.side_inputs.tokenizer import TokenizerRegistry
 from fm_assets.stages import land
 from fm_assets.stages.registry import MEDIA_STAGES
 from fm_loader.media.manifest import MediaManifest
-from fm_resources.pipeline_config import PipelineConfigResource
 
 
 @pytest.fixture
@@ -35,8 +35,7 @@ def pin_tokenizer(store: ObjectStore) -> None:
 def run_media_chain(store, batch, settings):
     outcomes = {}
     for stage in MEDIA_STAGES:
-        outcome = run_stage(stage, StageContext(store, batch, settings, {}))
-        write_ref(store, stage.name, batch, outcome.success, cache_hit=outcome.cache_hit, wall_seconds=0.0)
+        outcome = materialize(stage, StageContext(store, batch, settings, {})).outcome
         outcomes[stage.name] = outcome
     return outcomes
 
@@ -147,9 +146,9 @@ def test_media_stages_are_pure_when_every_committed_unit_is_recomputed(tmp_path,
 @pytest.mark.slow
 @pytest.mark.spark
 def test_near_dedup_on_spark_writes_what_the_in_process_join_writes(tmp_path, settings, monkeypatch):
+    from fm_assets.defs.resources.spark import SparkResource
     from fm_assets.stages import media_near_dedup
     from fm_assets.transforms.dedup.image_near_dup import ImageNearDupConfig
-    from fm_resources.spark import SparkResource
 
     results = {}
     for engine, local_max in (("local", 200_000), ("spark", 0)):
@@ -171,8 +170,7 @@ def test_near_dedup_on_spark_writes_what_the_in_process_join_writes(tmp_path, se
             ctx = StageContext(
                 store, batch, settings, {"spark": SparkResource(master="local[2]", shuffle_partitions=2)}
             )
-            outcomes[stage.name] = outcome = run_stage(stage, ctx)
-            write_ref(store, stage.name, batch, outcome.success, cache_hit=False, wall_seconds=0.0)
+            outcomes[stage.name] = materialize(stage, ctx).outcome
         near = outcomes["media_near_dedup"].success
         assert near.artifacts["stats"]["engine"] == engine
         results[engine] = (near.data_version, near.rejects_by_reason)
@@ -184,7 +182,7 @@ def test_media_chain_on_an_s3_root_writes_what_a_local_root_writes(tmp_path, set
     """The same delivery through the media chain on S3 (moto) and on a local folder: the same shard bytes."""
     import uuid
 
-    from fm_resources.object_store import ObjectStoreResource
+    from fm_assets.defs.resources.object_store import ObjectStoreResource
 
     root = f"s3://{s3_env['bucket']}/media-{uuid.uuid4().hex[:8]}"
     stores = {

@@ -8,6 +8,7 @@ import pytest
 from media_fixtures import blank_png, image_set, png_image
 from PIL import Image
 
+from fm_assets.engine.verdict import Verdict
 from fm_assets.transforms.image.decode import decode_image, probe_image
 from fm_assets.transforms.image.rules import ImageRules, judge_image, luma_stats
 
@@ -105,8 +106,9 @@ def test_config_is_json_and_changes_with_a_threshold():
     assert base["version"] == "image-rules-v1"
 
 
-def test_verdict_converts_to_the_engine_verdict():
-    dropped = judge(blank_png()).to_verdict()
+def test_rules_answer_with_the_engine_verdict():
+    dropped = judge(blank_png())
+    assert isinstance(dropped, Verdict) and dropped.record is None
     assert not dropped.keep and dropped.reason == "near_blank_image" and dropped.details["threshold"] == 3.0
-    kept = judge(png_image(128, 128)).to_verdict({"doc_id": "x"})
-    assert kept.keep and kept.record == {"doc_id": "x"}
+    kept = judge(png_image(128, 128))
+    assert isinstance(kept, Verdict) and kept.keep and kept.record is None and "pixel_std" in kept.details

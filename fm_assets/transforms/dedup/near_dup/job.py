@@ -9,8 +9,9 @@ distributed; only the removed-documents table comes back to the driver):
 2. candidate pairs from band buckets over this batch's bands plus the matching entries of the prior
    band index, scored by exact n-gram Jaccard or the MinHash estimate; edges need
    ``similarity >= threshold`` (:mod:`.candidates`);
-3. connected components over the edges (:mod:`.components`);
-4. the survivor of each component and the removed documents of this batch (:mod:`.survivors`);
+3. connected components over the edges (``clusters.connected_components``);
+4. the survivor of each component (the ``clusters`` rule) and the removed documents of this batch
+   (:mod:`.survivors`);
 5. this batch's kept, non-empty documents written as its band index (:mod:`.index`).
 
 Documents without any token (empty, only punctuation) have no signature: they are kept and counted.
@@ -26,8 +27,8 @@ from pyspark import StorageLevel
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from fm_assets.transforms.dedup.clusters import connected_components
 from fm_assets.transforms.dedup.near_dup.candidates import candidate_pairs, prior_index, similarities
-from fm_assets.transforms.dedup.near_dup.components import similar_components
 from fm_assets.transforms.dedup.near_dup.config import NearDedupConfig
 from fm_assets.transforms.dedup.near_dup.index import indexed_documents, write_index
 from fm_assets.transforms.dedup.near_dup.local import LocalUnsupported, run_local_near_dedup
@@ -127,7 +128,8 @@ def run_spark_near_dedup(
 
     iterations = 0
     if n_edges:
-        components = similar_components(scored, config.threshold)
+        edges = scored.where(F.col("similarity") >= config.threshold)
+        components = connected_components(edges, src="a", dst="b")
         iterations = components.iterations
         lap("components")
         # cached, not checkpointed: the collect below materialises it, the index's anti-join reuses it

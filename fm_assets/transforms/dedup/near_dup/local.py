@@ -3,10 +3,10 @@
 :func:`run_local_near_dedup` runs the steps of :mod:`.job` on Arrow tables, through the same functions
 wherever a function can be shared: signatures and band hashes (:func:`.signatures.signature_batches`,
 the body Spark maps over Arrow batches), scoring (:func:`.candidates.similarity_batches`), the survivor
-rule (:func:`.survivors.survivors_in_process`, the Spark sort key in numpy), :func:`.survivors.removed_table`,
+rule (``clusters.survivors_in_process``, the Spark sort key in numpy), :func:`.survivors.removed_table`,
 the index writer (:func:`.index.write_index_arrow`, same parts, row order and files as the Spark writer)
 and the stats (:func:`.outcome.outcome_stats`). Only the relational glue is numpy: bucket pairs
-(:func:`.candidates.bucket_pairs`) and components (:func:`.components.min_label_components`).
+(:func:`.candidates.bucket_pairs`) and components (``clusters.min_label_components``).
 
 Documents are numbered in ``doc_id`` order, so "smallest id" (bucket order, star centre, cluster id,
 survivor tie-break) is "smallest number". The equivalence needs unique, non-null doc ids and one
@@ -24,13 +24,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from fm_assets.transforms.dedup.clusters import min_label_components, survivors_in_process
 from fm_assets.transforms.dedup.near_dup.candidates import bucket_pairs, score_pairs
-from fm_assets.transforms.dedup.near_dup.components import min_label_components
 from fm_assets.transforms.dedup.near_dup.config import NearDedupConfig
 from fm_assets.transforms.dedup.near_dup.index import explode_bands, read_index_arrow, write_index_arrow
 from fm_assets.transforms.dedup.near_dup.outcome import NearDedupOutcome, Phases, outcome_stats
 from fm_assets.transforms.dedup.near_dup.signatures import signature_batches
-from fm_assets.transforms.dedup.near_dup.survivors import removed_table, survivors_in_process
+from fm_assets.transforms.dedup.near_dup.survivors import removed_table
 
 __all__ = ["LocalUnsupported", "read_docs_arrow", "run_local_near_dedup"]
 

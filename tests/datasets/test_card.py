@@ -8,12 +8,12 @@ import pytest
 
 from fm_assets.cli.main import main
 from fm_assets.datasets.release import assemble_release
+from fm_assets.defs.resources.pipeline_config import PipelineConfigResource
 from fm_assets.engine import layout
 from fm_assets.engine.landing import land_batch
 from fm_assets.engine.store import ObjectStore
 from fm_assets.side_inputs.benchmarks import load_benchmark
 from fm_assets.side_inputs.tokenizer import TokenizerSpec
-from fm_resources.pipeline_config import PipelineConfigResource
 from tests.stages.test_stages_unit import real_texts, run_chain, write_jsonl
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -7,17 +7,16 @@ import json
 
 import pytest
 
+from fm_assets.defs.resources.pipeline_config import PipelineConfigResource
 from fm_assets.engine.landing import land_batch
-from fm_assets.engine.refs import write_ref
-from fm_assets.engine.run import run_stage
+from fm_assets.engine.materialize import materialize
 from fm_assets.engine.stage import StageContext
 from fm_assets.engine.store import ObjectStore
 from fm_assets.side_inputs.benchmarks import BenchmarkUnavailableError, load_benchmark, user_jsonl
 from fm_assets.side_inputs.blocklists import BlocklistSource
 from fm_assets.side_inputs.eval_registry import EvalRegistry
 from fm_assets.stages.decontaminate import removals_by_benchmark
-from fm_assets.stages.registry import STAGES
-from fm_resources.pipeline_config import PipelineConfigResource
+from fm_assets.stages.registry import TEXT_STAGES
 from tests.stages.test_stages_unit import real_texts, write_jsonl
 
 
@@ -73,9 +72,8 @@ def test_planted_benchmark_passages_are_removed_and_counted_per_benchmark(tmp_pa
     ).batch
     settings = PipelineConfigResource(progress=False, near_dedup=False)
     side = {"blocklists": BlocklistSource(), "eval_registry": EvalRegistry()}
-    for stage in STAGES:
-        outcome = run_stage(stage, StageContext(store, batch, settings, side))
-        write_ref(store, stage.name, batch, outcome.success, cache_hit=outcome.cache_hit, wall_seconds=0.0)
+    for stage in TEXT_STAGES:
+        outcome = materialize(stage, StageContext(store, batch, settings, side)).outcome
         if stage.name == "decontaminate":
             break
     success = outcome.success

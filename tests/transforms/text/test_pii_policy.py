@@ -8,17 +8,16 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from fm_assets.defs.resources.pipeline_config import PipelineConfigResource
 from fm_assets.engine import layout
 from fm_assets.engine.landing import land_batch
-from fm_assets.engine.refs import write_ref
-from fm_assets.engine.run import run_stage
+from fm_assets.engine.materialize import materialize
 from fm_assets.engine.stage import StageContext
 from fm_assets.engine.store import ObjectStore
 from fm_assets.stages.pii_preflag import DECISIONS_PREFIX, STAGE, pii_actions
-from fm_assets.stages.registry import STAGES
+from fm_assets.stages.registry import TEXT_STAGES
 from fm_assets.transforms.text.pii import find_pii_spans
 from fm_assets.transforms.text.pii_policy import PiiPolicy, PiiPolicyError, load_policy, redact
-from fm_resources.pipeline_config import PipelineConfigResource
 
 FILLER = "The service keeps its configuration in a plain text file that is read once at start. " * 8
 WITH_EMAIL = FILLER + "Write to maria.lopez@acme-mail.de or call +49 30 1234 5678 for access."
@@ -51,9 +50,8 @@ def _run_pii(tmp_path, namespace: str, policy_yaml: str, texts: list[str]):
     store = ObjectStore(str(tmp_path / "root"))
     batch = land_batch(store, source, source="s", license_id="MIT", namespace=namespace).batch
     settings = PipelineConfigResource(progress=False, pii_policy_file=str(policy_file))
-    for stage in STAGES:
-        outcome = run_stage(stage, StageContext(store, batch, settings, {}))
-        write_ref(store, stage.name, batch, outcome.success, cache_hit=outcome.cache_hit, wall_seconds=0.0)
+    for stage in TEXT_STAGES:
+        outcome = materialize(stage, StageContext(store, batch, settings, {})).outcome
         if stage is STAGE:
             break
     success = outcome.success

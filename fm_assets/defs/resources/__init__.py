@@ -1,25 +1,28 @@
-"""Resource bindings per profile, in one place: ``local`` (one machine, embedded engines) and ``prod``.
+"""The Dagster resources and their bindings per profile, in one place: ``local`` (one machine, embedded
+engines) and ``prod``.
 
-Both are built from one ``Settings`` object; the profiles differ in executor and defaults (Spark master,
-catalog), not in code.
+The modules of this package are the ``ConfigurableResource``s, thin Dagster handles on the engine and the
+side inputs (object store, pipeline settings, tokenizer spec, blocklists, eval registry, quality model) and
+on Spark, Iceberg and Lance. ``build_resources`` binds them from one ``Settings`` object; the profiles differ
+in executor and defaults (Spark master, catalog), not in code.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from fm_assets.settings import Settings
-from fm_resources.iceberg import IcebergCatalogResource, local_state_catalog_uri
-from fm_resources.lance import LanceResource
-from fm_resources.object_store import ObjectStoreResource
-from fm_resources.pipeline_config import PipelineConfigResource
-from fm_resources.side_inputs import (
+from fm_assets.defs.resources.iceberg import IcebergCatalogResource, local_state_catalog_uri
+from fm_assets.defs.resources.lance import LanceResource
+from fm_assets.defs.resources.object_store import ObjectStoreResource
+from fm_assets.defs.resources.pipeline_config import PipelineConfigResource
+from fm_assets.defs.resources.side_inputs import (
     BlocklistsResource,
     EvalRegistryResource,
     QualityModelResource,
 )
-from fm_resources.spark import SparkResource
-from fm_resources.tokenizer_registry import TokenizerRegistryResource
+from fm_assets.defs.resources.spark import SparkResource
+from fm_assets.defs.resources.tokenizer_registry import TokenizerRegistryResource
+from fm_assets.settings import Settings
 
 
 def build_resources(settings: Settings) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import boto3
 
-from fm_resources.object_store import ObjectStoreResource
+from fm_assets.defs.resources.object_store import ObjectStoreResource
 
 
 def test_s3_store_round_trip(s3_env, tmp_path):

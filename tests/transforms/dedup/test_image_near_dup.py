@@ -76,7 +76,7 @@ def test_survivor_rule_prior_then_quality_then_id():
 @pytest.mark.slow
 @pytest.mark.spark
 def test_spark_join_matches_the_in_process_join():
-    from fm_resources.spark import get_or_create_session
+    from fm_assets.defs.resources.spark import get_or_create_session
 
     spark = get_or_create_session("local[2]")
     nodes = nodes_table(random_nodes(2, clusters=25))

@@ -8,17 +8,16 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from fm_assets.defs.resources.pipeline_config import PipelineConfigResource
+from fm_assets.defs.resources.side_inputs import QualityModelResource
 from fm_assets.engine.landing import land_batch
-from fm_assets.engine.refs import write_ref
-from fm_assets.engine.run import run_stage
+from fm_assets.engine.materialize import materialize
 from fm_assets.engine.stage import StageContext
 from fm_assets.engine.store import ObjectStore
 from fm_assets.side_inputs.quality_model import iter_sample_texts, register_model, train_from_folder
 from fm_assets.stages.filter import MODEL_REASON, STAGE, check_model_score_distribution, model_score_histogram
-from fm_assets.stages.registry import STAGES
+from fm_assets.stages.registry import TEXT_STAGES
 from fm_assets.transforms.text.quality_model import NEGATIVE_KINDS, QualityModel
-from fm_resources.pipeline_config import PipelineConfigResource
-from fm_resources.side_inputs import QualityModelResource
 from tests.stages.test_stages_unit import real_texts, write_jsonl
 
 
@@ -41,9 +40,8 @@ def test_training_is_deterministic_and_separates_pages_from_damaged_copies(model
 
 def _run_filter(store: ObjectStore, batch: str):
     settings = PipelineConfigResource(progress=False, near_dedup=False)
-    for stage in STAGES:
-        outcome = run_stage(stage, StageContext(store, batch, settings, {}))
-        write_ref(store, stage.name, batch, outcome.success, cache_hit=outcome.cache_hit, wall_seconds=0.0)
+    for stage in TEXT_STAGES:
+        outcome = materialize(stage, StageContext(store, batch, settings, {})).outcome
         if stage is STAGE:
             return outcome
     raise AssertionError("filter is not a registered stage")

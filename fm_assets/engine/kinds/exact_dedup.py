@@ -1,0 +1,112 @@
+"""Exact dedup, one implementation for every chain: the first occurrence of a key survives.
+
+A chain's dedup stage subclasses :class:`ExactDedupStage` and names its :class:`DedupKey`: the input column,
+how a value becomes the key (text: ``content_hash``; media: the raw-bytes sha256 as it is), and the per-batch
+index of kept keys it leaves for later batches. The first occurrence (unit order, then row order) survives
+and earlier batches win. The earlier batches' data versions are inputs of the stage key; until every earlier
+landed batch has output the stage raises ``EarlierBatchPending`` (``engine.refs.earlier_outputs``), so
+concurrent runs in any order write what serial runs in id order write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from fm_assets.engine import layout
+from fm_assets.engine.kinds.removal import RemovalDecision, Removals, RemovalStage
+from fm_assets.engine.records import PriorOutput, UnitMarker
+from fm_assets.engine.refs import earlier_outputs
+from fm_assets.engine.stage import SideInputs, StageContext, WorkUnit
+from fm_assets.engine.store import iter_parquet_batches
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+@dataclass(frozen=True)
+class DedupKey:
+    """What makes two records the same, and where a batch keeps the keys it kept."""
+
+    column: str  # the input column the key is computed from
+    index_file: str  # per-batch parquet of kept keys (with doc_id), read by later batches
+    index_field: pa.Field  # the key's column in that file
+    artifact: str  # the index's name in the stage's artifacts
+    of: Callable[[Any], Any] = _same  # column value -> key
+    in_details: bool = False  # name the key in each reject's details (under ``column``)
+
+
+class ExactDedupStage(RemovalStage):
+    """Exact dedup by ``dedup_key`` within the batch and against every earlier batch."""
+
+    dedup_key: DedupKey
+    batch_rows = 2048
+
+    def side_inputs(self, ctx: StageContext) -> SideInputs:
+        priors = earlier_outputs(ctx.store, self.name, ctx.batch)
+        return SideInputs({f"{self.name}:{p.batch}": p.data_version for p in priors}, priors)
+
+    def _earlier_keys(self, ctx: StageContext) -> dict[Any, tuple[str, str]]:
+        """key -> (batch, doc_id) of its first occurrence in the earlier batches (oldest first)."""
+        key = self.dedup_key
+        seen: dict[Any, tuple[str, str]] = {}
+        prior: PriorOutput
+        for prior in ctx.side.data:
+            with ctx.store.open(layout.in_output(prior.prefix, key.index_file)) as handle:
+                table = pq.read_table(handle)
+            for digest, doc_id in zip(
+                table[key.index_field.name].to_pylist(), table["doc_id"].to_pylist(), strict=True
+            ):
+                seen.setdefault(digest, (prior.batch, doc_id))
+        return seen
+
+    def decide(self, ctx: StageContext, units: list[WorkUnit], output_prefix: str) -> RemovalDecision:
+        key = self.dedup_key
+        seen = self._earlier_keys(ctx)
+        removed: Removals = {}
+        kept_keys: list[Any] = []  # survivors in output order, for this batch's index
+        kept_ids: list[str] = []
+        for unit in units:
+            for part in unit.inputs:
+                for rows in iter_parquet_batches(
+                    ctx.store, part, columns=["doc_id", key.column], batch_size=self.batch_rows
+                ):
+                    for doc_id, value in zip(
+                        rows["doc_id"].to_pylist(), rows[key.column].to_pylist(), strict=True
+                    ):
+                        digest = key.of(value)
+                        first_batch, first_doc = seen.setdefault(digest, (ctx.batch, doc_id))
+                        if (first_batch, first_doc) == (ctx.batch, doc_id):
+                            kept_keys.append(digest)
+                            kept_ids.append(doc_id)
+                            continue
+                        reason = (
+                            "exact_duplicate" if first_batch == ctx.batch else "exact_duplicate_cross_batch"
+                        )
+                        details = {"duplicate_of": first_doc, "duplicate_of_batch": first_batch}
+                        if key.in_details:
+                            details[key.column] = digest
+                        removed[doc_id] = (reason, details)
+        kept = pa.table(
+            {
+                key.index_field.name: pa.array(kept_keys, key.index_field.type),
+                "doc_id": pa.array(kept_ids, pa.string()),
+            }
+        )
+        return RemovalDecision(removed, {"kept": kept})
+
+    def complete(
+        self, ctx: StageContext, prepared: RemovalDecision, output_prefix: str, markers: list[UnitMarker]
+    ) -> dict[str, Any]:
+        kept: pa.Table = prepared.artifacts["kept"]
+        name = self.dedup_key.index_file
+        rel = layout.in_output(output_prefix, name)
+        with ctx.store.staging_dir() as staging:
+            pq.write_table(kept, staging / name, compression="zstd")
+            ctx.store.put_file(staging / name, rel)
+        return {self.dedup_key.artifact: rel, "kept": kept.num_rows}
