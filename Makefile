@@ -1,6 +1,6 @@
 # One command each: `make demo` (set up + run the main job), `make test` (set up + run the tests).
 # The environment comes from requirements/lock.txt (`make lock` re-resolves it; see README "Dependencies").
-.PHONY: setup lock demo test test-fast lint format typecheck bench ui
+.PHONY: setup lock lock-upgrade demo test test-fast lint format typecheck bench ui
 
 VENV ?= .venv
 export VENV
@@ -10,6 +10,9 @@ setup:
 
 lock:
 	bash scripts/lock.sh
+
+lock-upgrade:
+	UPGRADE=1 bash scripts/lock.sh
 
 demo: setup
 	$(VENV)/bin/fm --root $${FM_ROOT:-./fm_data} demo

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# `make lock`: re-resolves the application environment (pipeline + test extras) into requirements/lock.txt.
+# `make lock`: resolves the application environment (pipeline + test extras) into requirements/lock.txt,
+# keeping every pin the current lock has unless pyproject.toml's ranges exclude it (a new dependency moves
+# nothing else). `make lock-upgrade` (UPGRADE=1) re-resolves everything to the newest allowed versions.
 # The lock is what scripts/setup.sh, CI and the Docker image install; pyproject.toml keeps the ranges.
 # After it: review `git diff requirements/lock.txt`, run `make test` (or push and let CI run), commit both files.
 #
-# Settings (env): UV (default: the uv of .venv, installed there on first use at the version the lock pins).
+# Settings (env): UV (default: the uv of .venv, installed there on first use at the version the lock pins),
+# UPGRADE (1: ignore the current pins).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LOCK=requirements/lock.txt
@@ -24,11 +27,14 @@ torch_source=(--find-links /opt/wheels)
 [ -d /opt/wheels ] || torch_source=(--extra-index-url https://download.pytorch.org/whl/cpu --index-strategy unsafe-best-match)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 echo "${torch_pin}+cpu" > "$tmp/torch-cpu.txt"
+# uv prefers the versions already in its output file: start from the current lock unless upgrading
+upgrade=()
+if [ "${UPGRADE:-0}" = 1 ]; then upgrade=(--upgrade); elif [ -f "$LOCK" ]; then cp "$LOCK" "$tmp/lock.txt"; fi
 
 "$UV" pip compile pyproject.toml --extra pipeline --extra test \
   --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
   "${torch_source[@]}" --constraint "$tmp/torch-cpu.txt" --no-emit-package torch \
-  --no-header --quiet -o "$tmp/lock.txt"
+  "${upgrade[@]}" --no-header --quiet -o "$tmp/lock.txt"
 
 # The header records what the lock was resolved from; tests/deploy/test_lock.py fails when pyproject.toml's
 # dependency lists change without a new lock.
