@@ -32,6 +32,7 @@ from dagster import (
 from fm_assets.defs.partitions import batch_partitions
 from fm_assets.engine import progress
 from fm_assets.engine.checks import evaluate_checks, stage_checks
+from fm_assets.engine.identifiers import check_batch_id
 from fm_assets.engine.records import StageSuccess
 from fm_assets.engine.refs import EarlierBatchPending, clear_failure, record_failure, write_ref
 from fm_assets.engine.run import run_stage
@@ -123,7 +124,7 @@ def build_stage_asset(
         pool="spark" if stage.kind == "spark" else None,
     )
     def _stage_asset(context: AssetExecutionContext) -> MaterializeResult:
-        batch = context.partition_key
+        batch = check_batch_id(context.partition_key)  # a key added by hand (UI, API) is a path component too
         store: ObjectStore = context.resources.store.store()
         ctx = StageContext(
             store=store,

@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 
 from fm_assets.engine import layout
 from fm_assets.engine.hashing import sha256_file
+from fm_assets.engine.identifiers import check_relative
 from fm_assets.engine.storage_errors import StorageUnavailableError, redact, translate_storage_error
 
 __all__ = [
@@ -50,7 +51,8 @@ class ObjectStore:
 
     # -- naming ---------------------------------------------------------------------------------
     def uri(self, rel: str) -> str:
-        return f"{self.root}/{rel.lstrip('/')}" if rel else self.root
+        """The full URI of ``rel``; a path that would leave the root (``..``) is refused, whoever built it."""
+        return f"{self.root}/{check_relative(rel).lstrip('/')}" if rel else self.root
 
     def local_path(self, rel: str) -> Path:
         """The local filesystem path of ``rel``; only valid for a local store."""
