@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import json
 import logging
+import os
 import sys
 from collections import Counter
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from fm_assets.cli.pipes import pipe_console, reader_left
 from fm_assets.cli.tables import print_summary
 from fm_assets.engine.identifiers import InvalidIdentifierError, check_batch_id, check_source_name
 from fm_assets.engine.locks import RootBusyError, batch_run_locks
+from fm_assets.engine.storage_errors import RedactingFilter, one_line_error
 from fm_assets.engine.store import ObjectStore, StorageUnavailableError
 from fm_assets.settings import Settings, load_settings
 
@@ -516,6 +518,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# libraries whose DEBUG lines carry request headers and SigV4 signing material: kept at INFO even with -v
+CHATTY_LOGGERS = ("botocore", "aiobotocore", "boto3", "s3transfer", "urllib3", "s3fs", "aiohttp", "fsspec")
+
+
+def configure_logging(*, verbose: bool) -> None:
+    """Log to stderr; with -v at DEBUG, except the HTTP/S3 libraries' wire dumps, and every line redacted
+    (access key ids, signatures, credential scopes, tokens: ``storage_errors.RedactingFilter``)."""
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+    for name in CHATTY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.INFO if verbose else logging.WARNING)
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter([os.environ.get("AWS_SECRET_ACCESS_KEY", ""),
+                                               os.environ.get("AWS_ACCESS_KEY_ID", ""),
+                                               os.environ.get("AWS_SESSION_TOKEN", "")]))  # fmt: skip
+
+
 def check_identifiers(args: argparse.Namespace) -> None:
     """Every batch id and source name given on the command line, checked before the command touches the root
     (a lock file, a record): ``InvalidIdentifierError`` names the first bad one."""
@@ -531,9 +552,7 @@ def check_identifiers(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(verbose=args.verbose)
     try:
         settings = load_settings(root=args.root)
     except ValidationError as exc:
@@ -551,6 +570,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except BrokenPipeError:
         return reader_left()  # the reader went away (`fm rejects B | head`): stop quietly, like Unix tools
+    except Exception as exc:  # a full disk or an endpoint lost mid-command: one line, not a traceback
+        message = one_line_error(exc, where=settings.root, endpoint_url=settings.s3_endpoint_url or "")
+        if message is None:
+            raise
+        console.print(f"[red]fm {args.command}: {message}[/red]", highlight=False)
+        return 2
 
 
 if __name__ == "__main__":

@@ -33,7 +33,6 @@ import json
 import logging
 import os
 import stat
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -223,17 +222,13 @@ def _copy_walked(store: ObjectStore, file: SourceFile, rel: str, sha: str) -> No
     digest = hashlib.sha256()
     with _open_walked(file) as handle:
         if store.is_local:
-            target = store.local_path(rel)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
-            with open(tmp, "wb") as out:
-                while block := handle.read(_CHUNK):
-                    digest.update(block)
-                    out.write(block)
-            if digest.hexdigest() == sha:
-                os.replace(tmp, target)
-            else:
-                tmp.unlink()
+            with store.local_temp(rel) as tmp:  # removed if the copy fails (a full disk leaves no .tmp)
+                with open(tmp, "wb") as out:
+                    while block := handle.read(_CHUNK):
+                        digest.update(block)
+                        out.write(block)
+                if digest.hexdigest() == sha:
+                    os.replace(tmp, store.local_path(rel))
         else:
             with store.fs.open(store.uri(rel), "wb") as out:
                 while block := handle.read(_CHUNK):
@@ -280,14 +275,20 @@ def land_batch(
         raise LandingError(str(exc)) from None
     if store.exists(layout_manifest(batch_id)):
         raise LandingError(f"batch {batch_id} already exists; landing is immutable, pick another id")
-    for file, entry in zip(files, described, strict=True):
-        _copy_walked(store, file, f"landing/{batch_id}/files/{file.rel}", entry["sha256"])
     manifest = BatchManifest(batch_id, source, license_id, namespace, tuple(described), tuple(skipped))
     body = manifest_bytes(manifest)
-    store.write_bytes(
-        f"landing/{batch_id}/{MANIFEST_HASH}", (hashlib.sha256(body).hexdigest() + "\n").encode()
-    )
-    store.write_bytes(layout_manifest(batch_id), body)  # written last: the batch is complete
+    try:
+        for file, entry in zip(files, described, strict=True):
+            _copy_walked(store, file, f"landing/{batch_id}/files/{file.rel}", entry["sha256"])
+        store.write_bytes(
+            f"landing/{batch_id}/{MANIFEST_HASH}", (hashlib.sha256(body).hexdigest() + "\n").encode()
+        )
+        store.write_bytes(layout_manifest(batch_id), body)  # written last: the batch is complete
+    except BaseException:
+        with contextlib.suppress(Exception):  # a batch never completed is removed (a full disk, a lost store)
+            if not store.exists(layout_manifest(batch_id)):
+                store.delete(f"landing/{batch_id}")
+        raise
     return replace(manifest, sha256=hashlib.sha256(body).hexdigest())
 
 

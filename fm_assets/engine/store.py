@@ -183,16 +183,26 @@ class ObjectStore:
             yield dest
 
     # -- writes ---------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def local_temp(self, rel: str) -> Iterator[Path]:
+        """A hidden temporary name beside ``rel`` on a local root, to write and ``os.replace`` onto it; removed
+        when the block fails (a full disk leaves no ``.tmp`` behind)."""
+        target = self.local_path(rel)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+        try:
+            yield tmp
+        finally:
+            tmp.unlink(missing_ok=True)  # gone already once it was renamed onto the target
+
     def write_bytes(self, rel: str, data: bytes) -> None:
         if self.is_local:
-            target = self.local_path(rel)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
-            with open(tmp, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, target)
+            with self.local_temp(rel) as tmp:
+                with open(tmp, "wb") as handle:
+                    handle.write(data)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                os.replace(tmp, self.local_path(rel))
         else:
             self.fs.pipe_file(self.uri(rel), data)
 
@@ -202,11 +212,9 @@ class ObjectStore:
     def put_file(self, local: str | Path, rel: str) -> None:
         """Copy a finished local file into the store atomically."""
         if self.is_local:
-            target = self.local_path(rel)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
-            shutil.copyfile(local, tmp)
-            os.replace(tmp, target)
+            with self.local_temp(rel) as tmp:
+                shutil.copyfile(local, tmp)
+                os.replace(tmp, self.local_path(rel))
         else:
             self.fs.put_file(str(local), self.uri(rel))
 

@@ -35,7 +35,9 @@ class DecompressionLimits:
 
     max_decoded_bytes: int = 16 << 30
     max_ratio: float = 200.0  # decoded / compressed bytes; real text ~3-10, media ~1
-    ratio_after_bytes: int = 256 << 20  # below this, any ratio (a 100 MB line of one letter is text, not a bomb)
+    ratio_after_bytes: int = (
+        256 << 20
+    )  # below this, any ratio (a 100 MB line of one letter is text, not a bomb)
     max_member_bytes: int = 256 << 20  # one tar member, and one sample's members together
 
 
