@@ -1,5 +1,5 @@
 """Issue 18, beyond the list: the tar and media readers fed a corpus of hostile archives (bombs of up to
-4 GB decoded, a 900-megapixel PNG, a WAV announcing 2G frames, unsafe names, links, cuts, random mutations)
+4 GB decoded, a 400-megapixel PNG, a WAV announcing 2G frames, unsafe names, links, cuts, random mutations)
 in a subprocess under a 2 GB address-space limit: nothing escapes as an exception and peak RSS stays < 1 GB."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .attacks import archive_corpus
+from .attacks import UNSAFE_NAMES, archive_corpus
 
 REPO = Path(__file__).resolve().parents[2]
 LIMIT = 2 << 30
@@ -38,12 +38,12 @@ def test_hostile_archives_are_rejects_in_bounded_memory(tmp_path):
     results, peak = fuzz(tmp_path)
     assert [r for r in results if "escaped" in r] == []
     by_file = {r["file"]: r["outcomes"] for r in results}
-    assert by_file["gzip-bomb-4096MB.tar"] == {"archive_bomb": 1}
-    assert by_file["gzip-bomb-1024MB.tar"] == {"archive_bomb": 1}
-    assert by_file["link.tar"] == {"media:corrupt": 1, "link_member": 1} or "link_member" in by_file["link.tar"]
-    assert set(by_file["pixel-bomb.tar.gz"]) <= {"media:decompression_bomb", "media:too_many_pixels"} or all(
-        k.startswith("media:") for k in by_file["pixel-bomb.tar.gz"]
-    )
-    assert all(k.startswith("media:") for k in by_file["lying-wav.tar"])
-    assert sum(1 for r in results if "unsafe_member_name" in r["outcomes"]) == 4
+    for size in (256, 1024, 4096):
+        assert by_file[f"gzip-bomb-{size}MB.tar"] == {"archive_bomb": 1}
+    assert by_file["pixel-bomb.tar.gz"] == {"media:decompression_bomb": 1}
+    assert by_file["link.tar"]["link_member"] == 1
+    assert [by_file[f"name-{i}.tar"].get("unsafe_member_name", 0) for i in range(len(UNSAFE_NAMES) + 2)] == [
+        1
+    ] * len(UNSAFE_NAMES) + [0, 0]
+    assert sum(by_file["lying-wav.tar"].values()) == 1  # decoded as what it holds, never as what it announces
     assert peak < PEAK_RSS_LIMIT, f"peak RSS {peak / 2**20:.0f} MiB"
