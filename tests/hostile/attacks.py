@@ -58,7 +58,11 @@ class Outcome:
     @property
     def clear_error(self) -> bool:
         """Refused with a one-line message (exit 2), no traceback."""
-        lines = [line for line in self.err.splitlines() if line.strip() and not line.startswith(("WARNING", "INFO"))]
+        lines = [
+            line
+            for line in self.err.splitlines()
+            if line.strip() and not line.startswith(("WARNING", "INFO"))
+        ]
         return self.code == 2 and not self.traceback and len(lines) == 1
 
 
@@ -128,7 +132,12 @@ def pixel_bomb_png(side: int = 20000) -> bytes:
     row = bytes(side + 1)
     idat = b"".join(compressor.compress(row) for _ in range(side)) + compressor.flush()
     header = side.to_bytes(4, "big") * 2 + bytes([8, 0, 0, 0, 0])
-    return b"\x89PNG\r\n\x1a\n" + _png_chunk(b"IHDR", header) + _png_chunk(b"IDAT", idat) + _png_chunk(b"IEND", b"")
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + _png_chunk(b"IHDR", header)
+        + _png_chunk(b"IDAT", idat)
+        + _png_chunk(b"IEND", b"")
+    )
 
 
 def lying_wav(frames: int = 1 << 31) -> bytes:
@@ -140,7 +149,9 @@ def lying_wav(frames: int = 1 << 31) -> bytes:
             + b"data" + data_bytes.to_bytes(4, "little") + bytes(64))  # fmt: skip
 
 
-def archive_corpus(seed: int = 18, count: int = 40, *, largest_bomb: int = 4 << 30) -> Iterator[tuple[str, bytes]]:
+def archive_corpus(
+    seed: int = 18, count: int = 40, *, largest_bomb: int = 4 << 30
+) -> Iterator[tuple[str, bytes]]:
     """(name, bytes) of hostile archives: bombs of several sizes (tar and pixels), lying media headers,
     unsafe names, links, cuts, random mutations of valid tars."""
     rng = random.Random(seed)
@@ -157,7 +168,7 @@ def archive_corpus(seed: int = 18, count: int = 40, *, largest_bomb: int = 4 << 
     link = tarfile.TarInfo("0001.jpg")
     link.type, link.linkname = tarfile.SYMTYPE, "/etc/shadow"
     yield "link.tar", _tar([("0000.jpg", b"x"), ("0000.txt", b"y"), link, ("0001.txt", b"z")])
-    for index, name in enumerate(UNSAFE_NAMES + ["./0001.jpg", "0001.jpg/"]):
+    for index, name in enumerate([*UNSAFE_NAMES, "./0001.jpg", "0001.jpg/"]):
         yield f"name-{index}.tar", _tar([(name, b"x"), ("0002.txt", b"t")])
     for index in range(count):
         data = bytearray(rng.choice([valid, gzip.compress(valid)]))

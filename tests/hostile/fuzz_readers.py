@@ -35,7 +35,9 @@ def main(argv: list[str]) -> int:
                     kinds[f"media:{exc.reason}"] += 1
             print(json.dumps({"file": path.name, "outcomes": kinds}), flush=True)
         except BaseException as exc:  # what the fuzz test counts as an escape
-            print(json.dumps({"file": path.name, "escaped": f"{type(exc).__name__}: {exc}"[:300]}), flush=True)
+            print(
+                json.dumps({"file": path.name, "escaped": f"{type(exc).__name__}: {exc}"[:300]}), flush=True
+            )
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(json.dumps({"peak_rss_bytes": peak}), flush=True)
     return 0

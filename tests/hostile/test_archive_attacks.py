@@ -43,7 +43,9 @@ def _tar(members: list[tarfile.TarInfo | tuple[str, bytes]], mode: str = "w") ->
     return buffer.getvalue()
 
 
-def _samples(tmp_path: Path, data: bytes, limits: DecompressionLimits = SMALL) -> list[MediaItem | MediaProblem]:
+def _samples(
+    tmp_path: Path, data: bytes, limits: DecompressionLimits = SMALL
+) -> list[MediaItem | MediaProblem]:
     path = tmp_path / "x.tar"
     path.write_bytes(data)
     return list(iter_tar_samples("x.tar", path, limits))

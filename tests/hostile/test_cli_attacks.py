@@ -82,17 +82,26 @@ def test_markup_in_names_reasons_and_reviewers_never_breaks_a_command(world, cap
     assert fm(world, "land", str(world["src"]), "--source", "forum", "--license", "MIT", "--namespace",
               "quarantine") == 0  # fmt: skip
     batch = capsys.readouterr().out.strip()
-    assert fm(world, "quarantine", "promote", batch, "--to", "cloud", "--reviewer", MARKUP, "--reason", MARKUP) == 0
+    assert (
+        fm(world, "quarantine", "promote", batch, "--to", "cloud", "--reviewer", MARKUP, "--reason", MARKUP)
+        == 0
+    )
     assert MARKUP in capsys.readouterr().err
     assert fm(world, "quarantine", "list") == 0
     assert "<script>alert(1)</script>" in capsys.readouterr().out.replace("\n", "")
-    assert fm(world, "revoke", "--source", "docsc", "--reason", MARKUP, "--requested-by", MARKUP, "--no-run") == 0
+    assert (
+        fm(world, "revoke", "--source", "docsc", "--reason", MARKUP, "--requested-by", MARKUP, "--no-run")
+        == 0
+    )
     capsys.readouterr()
     assert fm(world, "audit") == 0
     assert "[/bold][red]<script>" in capsys.readouterr().out
     assert fm(world, "audit", "--format", "md") == 0
     report = capsys.readouterr().out
-    assert "<script>" not in report and "&lt;script&gt;alert(1)&lt;/script&gt; \\*\\*boom\\*\\* \\| \\`x\\`" in report
+    assert (
+        "<script>" not in report
+        and "&lt;script&gt;alert(1)&lt;/script&gt; \\*\\*boom\\*\\* \\| \\`x\\`" in report
+    )
     (record,) = (world["root"] / "compliance" / "revocations").glob("*/report.md")
     assert "<script>" not in record.read_text() and "\\[/bold\\]\\[red\\]&lt;script&gt;" in record.read_text()
 
@@ -104,7 +113,10 @@ def test_a_revocation_that_matches_nothing_is_an_error_unless_allowed(world, cap
     typo = capsys.readouterr()
     assert typo.out == "" and len(typo.err.strip().splitlines()) == 1
     assert "matches no landed document" in typo.err and "docsc (MIT)" in typo.err
-    assert fm(world, "revoke", "--source", "docsc", "--license", "GPL-3.0-only", "--reason", "wrong licence") == 2
+    assert (
+        fm(world, "revoke", "--source", "docsc", "--license", "GPL-3.0-only", "--reason", "wrong licence")
+        == 2
+    )
     assert "matches no landed document" in capsys.readouterr().err
     assert not (world["root"] / "compliance").exists()  # nothing recorded
     assert fm(world, "revoke", "--source", "DocsC", "--reason", "typo", "--allow-empty") == 0

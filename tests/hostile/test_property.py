@@ -7,7 +7,7 @@ from __future__ import annotations
 import io
 import os
 import tarfile
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -21,7 +21,9 @@ ALPHABET = st.characters(codec="utf-8", exclude_categories=("Cs",))  # surrogate
 IDS = st.one_of(st.sampled_from(HOSTILE_IDS), st.text(ALPHABET, max_size=40),
                 st.text("./\\ab-_[]", min_size=1, max_size=20))  # fmt: skip
 TEXT = st.one_of(st.sampled_from(HOSTILE_TEXT), st.text(ALPHABET, min_size=1, max_size=60))
-MEMBER_NAMES = st.one_of(st.text("./\\ab.jpgtx", min_size=1, max_size=24), st.text(ALPHABET, min_size=1, max_size=24))
+MEMBER_NAMES = st.one_of(
+    st.text("./\\ab.jpgtx", min_size=1, max_size=24), st.text(ALPHABET, min_size=1, max_size=24)
+)
 ARGV_SAFE = st.text(ALPHABET, max_size=40).filter(lambda s: "\x00" not in s)
 
 
@@ -51,7 +53,9 @@ def outside(world) -> dict[str, int]:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(batch=IDS.filter(lambda s: "\x00" not in s), source=ARGV_SAFE, text=TEXT.filter(lambda s: "\x00" not in s))
+@given(
+    batch=IDS.filter(lambda s: "\x00" not in s), source=ARGV_SAFE, text=TEXT.filter(lambda s: "\x00" not in s)
+)
 def test_random_identifiers_and_reasons_never_escape_the_root_or_raise(world, batch, source, text):
     before = outside(world)
     for args in commands(batch, source, text, world["src"]):

@@ -26,7 +26,9 @@ def fm(*args: str) -> subprocess.CompletedProcess[str]:
 
 def kill_when(args: list[str], ready) -> None:
     """Start `fm ARGS` and kill -9 it as soon as ``ready()`` holds (or when it ends by itself)."""
-    proc = subprocess.Popen([*FM, *args], env=dict(os.environ), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [*FM, *args], env=dict(os.environ), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     while proc.poll() is None and not ready():
         time.sleep(0.05)
     if proc.poll() is None:
@@ -55,7 +57,9 @@ def assert_complete(root: Path, revocation: Path, held: str) -> None:
         fm_loader.Loader(str(folder / "manifest.json"), global_batch_size=2, allowed_namespaces=["cloud"])
 
 
-def test_kill_9_in_fm_revoke_is_completed_by_the_next_run_or_revoke(real_sample, tokenizer_file, tmp_path, monkeypatch):
+def test_kill_9_in_fm_revoke_is_completed_by_the_next_run_or_revoke(
+    real_sample, tokenizer_file, tmp_path, monkeypatch
+):
     root = tmp_path / "root"
     for key, value in {"FM_ROOT": str(root), "DAGSTER_HOME": str(tmp_path / "dh"), "FM_PROGRESS": "0",
                        "FM_TOKENIZER_FILE": str(tokenizer_file), "FM_SEQ_LEN": "512", "FM_SPARK_MASTER": "local[1]",

@@ -26,8 +26,12 @@ def test_a_batch_landed_late_is_named_while_waited_for_and_the_wait_is_bounded(
     store = ObjectStore(str(fm_env))
     packages = [Path(real_sample["dest"]) / name for name in sorted(real_sample["packages"])]
     later = land_batch(store, packages[0], source="docs-b", license_id="MIT", namespace="cloud").batch
-    stamped = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1)  # its landing started first, ended last
-    earlier = land_batch(store, packages[-1], source="docs-a", license_id="MIT", namespace="cloud", now=stamped).batch
+    stamped = dt.datetime.now(dt.timezone.utc) - dt.timedelta(
+        hours=1
+    )  # its landing started first, ended last
+    earlier = land_batch(
+        store, packages[-1], source="docs-a", license_id="MIT", namespace="cloud", now=stamped
+    ).batch
     assert earlier < later
 
     assert main(["run", later, "--no-release"]) == 1
