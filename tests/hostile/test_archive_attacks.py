@@ -7,6 +7,7 @@ import gzip
 import io
 import tarfile
 import zlib
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -30,7 +31,7 @@ SMALL = DecompressionLimits(max_decoded_bytes=64 << 20, max_ratio=50, ratio_afte
                             max_member_bytes=8 << 20)  # fmt: skip
 
 
-def _tar(members: list[tarfile.TarInfo | tuple[str, bytes]], mode: str = "w") -> bytes:
+def _tar(members: Sequence[tarfile.TarInfo | tuple[str, bytes]], mode: str = "w") -> bytes:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode=mode) as tar:  # type: ignore[call-overload]
         for entry in members:
