@@ -183,9 +183,9 @@ def verbose_s3(tally: Tally, tmp: Path, src: Path) -> str:
         env = {"AWS_ACCESS_KEY_ID": KEY_ID, "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
                "AWS_DEFAULT_REGION": "us-east-1", "FM_S3_ENDPOINT_URL": endpoint, "DAGSTER_HOME": str(tmp / "dh")}  # fmt: skip
         boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id=KEY_ID,
-                     aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"]).create_bucket(Bucket="fm")  # fmt: skip
+                     aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"]).create_bucket(Bucket="fm-hostile")  # fmt: skip
         for args in (["land", str(src), "--source", "web", "--license", "MIT"], ["report"]):
-            done = subprocess.run([sys.executable, "-m", "fm_assets.cli.main", "-v", "--root", "s3://fm/x", *args],
+            done = subprocess.run([sys.executable, "-m", "fm_assets.cli.main", "-v", "--root", "s3://fm-hostile/x", *args],
                                   capture_output=True, text=True, timeout=300,
                                   env={**os.environ, **env, "PYTHONPATH": str(REPO)})  # fmt: skip
             logged = done.stdout + done.stderr

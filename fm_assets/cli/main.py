@@ -541,7 +541,7 @@ def check_identifiers(args: argparse.Namespace) -> None:
     """Every batch id and source name given on the command line, checked before the command touches the root
     (a lock file, a record): ``InvalidIdentifierError`` names the first bad one."""
     batches = list(getattr(args, "batches", None) or [])
-    if getattr(args, "batch", None):
+    if getattr(args, "batch", None) is not None:  # "" is a bad batch id too
         batches.append(args.batch)
     for batch in batches:
         check_batch_id(batch)
