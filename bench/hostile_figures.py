@@ -66,11 +66,13 @@ class Tally:
 
 
 def clear_error(result: Outcome) -> bool:
+    """Exit 2, no traceback, and one message line (argparse's usage block before its ``error:`` line aside)."""
     lines = [
         line for line in result.err.splitlines() if line.strip() and not line.startswith(("WARNING", "INFO"))
     ]
-    usage = [line for line in lines if line.startswith("usage:")]
-    return result.code == 2 and not result.traceback and len(lines) - len(usage) >= 1 and len(lines) <= 3
+    if lines and ": error: " in lines[-1]:
+        lines = lines[-1:]  # argparse: usage block, then the one error line
+    return result.code == 2 and not result.traceback and len(lines) == 1
 
 
 def outside(tmp: Path, root: Path) -> dict[str, int]:
