@@ -162,7 +162,12 @@ def run(
     )
     out.print(f"report: {store.uri(md_rel)}", highlight=False)
     if not report["affected"]["documents"]:
-        out.print("nothing matched: no landed document is covered yet (recorded with --allow-empty)")
+        why = (
+            "recorded with --allow-empty"
+            if args.allow_empty
+            else "its batches are not processed yet: `fm run`"
+        )
+        out.print(f"nothing matched: no processed document is covered yet ({why})", highlight=False)
         return 0
     if args.no_run:
         out.print("not re-run (--no-run): `fm run` removes the documents from the next releases")
