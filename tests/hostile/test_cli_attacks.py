@@ -137,3 +137,21 @@ def test_the_same_revocation_request_resumes_under_the_same_id(world, capsys):
     assert "recorded revocation" in first.err and "resuming revocation" in second.err
     assert len(list((world["root"] / "compliance" / "revocations").glob("*.json"))) == 1
     assert first.out.splitlines()[0] == second.out.splitlines()[0]  # the result goes to stdout, same id
+
+
+def test_the_sensor_and_the_listing_never_take_a_folder_that_is_not_a_batch_id(world):
+    from fm_assets.defs.sensors import LandingCursor, scan_landing
+    from fm_assets.engine.landing import list_complete_batches
+    from fm_assets.engine.store import ObjectStore
+
+    assert fm(world, "land", str(world["src"]), "--source", "docsc", "--license", "MIT") == 0
+    store = ObjectStore(str(world["root"]))
+    for name in (
+        "a b",
+        "[red]x",
+        "x;rm -rf y",
+    ):  # put there by another tool: complete-looking, not a batch id
+        (world["root"] / "landing" / name).mkdir()
+        (world["root"] / "landing" / name / "_batch.json").write_text("{}")
+    (batch,) = list_complete_batches(store)
+    assert scan_landing(store, LandingCursor(), lambda: set()).new == [batch]
