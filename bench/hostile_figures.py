@@ -24,6 +24,7 @@ Usage: python bench/hostile_figures.py [--fuzz-count 40]
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -178,7 +179,8 @@ def verbose_s3(tally: Tally, tmp: Path, src: Path) -> str:
     except ImportError:
         return "skipped (moto not installed)"
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-    server.start()
+    with contextlib.redirect_stdout(sys.stderr):  # moto announces itself on stdout: keep it JSON only
+        server.start()
     try:
         host, port = server._server.server_address[:2]  # type: ignore[union-attr]
         endpoint = f"http://{host}:{port}"

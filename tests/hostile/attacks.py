@@ -108,18 +108,24 @@ def _tar(members: list[tuple[str, bytes] | tarfile.TarInfo]) -> bytes:
     return buffer.getvalue()
 
 
-def _zero_member_tar_gz(size: int) -> bytes:
-    """A gzip-compressed tar holding one member of ``size`` zero bytes (a multi-member gzip: one compressed
-    16 MiB block of zeros repeated, so the bomb is built in a fraction of a second)."""
-    block = 16 << 20
+def _zero_member_tar_gz(size: int, *, multi_member: bool = False) -> bytes:
+    """A gzip-compressed tar holding one member of ``size`` zero bytes, built in bounded memory: one deflate
+    stream (what `tar czf` writes; ratio ~1000), or a multi-member gzip repeating one compressed 16 MiB block."""
     header = tarfile.TarInfo("0000.jpg")
     header.size = size
-    zeros = gzip.compress(bytes(block), compresslevel=9)
-    full, rest = divmod(size, block)
-    return b"".join([
-        gzip.compress(header.tobuf(format=tarfile.GNU_FORMAT)), zeros * full,
-        gzip.compress(bytes(rest + (-size) % 512 + 1024)),
-    ])  # fmt: skip
+    head, tail = header.tobuf(format=tarfile.GNU_FORMAT), bytes((-size) % 512 + 1024)
+    block = 16 << 20
+    if multi_member:
+        full, rest = divmod(size, block)
+        return b"".join(
+            [gzip.compress(head), gzip.compress(bytes(block)) * full, gzip.compress(bytes(rest) + tail)]
+        )
+    compressor = zlib.compressobj(6, zlib.DEFLATED, 31)
+    parts, zeros, left = [compressor.compress(head)], bytes(block), size
+    while left:
+        parts.append(compressor.compress(zeros[: min(left, block)]))
+        left -= min(left, block)
+    return b"".join([*parts, compressor.compress(tail), compressor.flush()])
 
 
 def _png_chunk(kind: bytes, body: bytes) -> bytes:
@@ -159,6 +165,7 @@ def archive_corpus(
     for size in (256 << 20, 1 << 30, 4 << 30):
         if size <= largest_bomb:
             yield f"gzip-bomb-{size >> 20}MB.tar", _zero_member_tar_gz(size)
+    yield "gzip-multi-member-bomb-4096MB.tar", _zero_member_tar_gz(4 << 30, multi_member=True)
     yield "pixel-bomb.tar.gz", gzip.compress(_tar([("0100.png", pixel_bomb_png()), ("0100.txt", b"caption")]))
     yield "lying-wav.tar", _tar([("0200.wav", lying_wav()), ("0200.txt", b"transcript")])
     yield "nested-gzip.tar", gzip.compress(gzip.compress(valid))
