@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import json
 import logging
+import os
 import sys
 from collections import Counter
 from collections.abc import Iterator
@@ -17,7 +18,9 @@ from rich.table import Table
 from fm_assets.cli import cost
 from fm_assets.cli.pipes import pipe_console, reader_left
 from fm_assets.cli.tables import print_summary
+from fm_assets.engine.identifiers import InvalidIdentifierError, check_batch_id, check_source_name
 from fm_assets.engine.locks import RootBusyError, batch_run_locks
+from fm_assets.engine.storage_errors import RedactingFilter, one_line_error
 from fm_assets.engine.store import ObjectStore, StorageUnavailableError
 from fm_assets.settings import Settings, load_settings
 
@@ -81,7 +84,7 @@ def cmd_land(args: argparse.Namespace, settings: Settings) -> int:
     except LandingError as exc:
         console.print(f"[red]fm land: {exc}[/red]")
         return 2
-    console.print(f"landed {len(manifest.files)} file(s) as batch [bold]{manifest.batch}[/bold]")
+    console.print(f"landed {len(manifest.files)} file(s) as batch {manifest.batch}")
     if manifest.skipped:
         reasons = Counter(entry["reason"] for entry in manifest.skipped)
         console.print(
@@ -122,6 +125,14 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         return 2
     if args.verify:
         settings = settings.model_copy(update={"verify_cache_hits": "full"})
+    unknown = [batch for batch in args.batches if batch not in landed]
+    if unknown:  # said before any lock file is taken
+        console.print(
+            f"[red]fm run: not complete landing batches: {', '.join(unknown)}; see `fm report` or "
+            f"`ls {_store(settings).uri('landing')}`[/red]",
+            highlight=False,
+        )
+        return 2
     wanted = _processable(settings, args.batches, landed)
     if wanted is None:
         return 2
@@ -144,6 +155,9 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         console.print(f"[red]batch {batch} failed: {message}[/red]", highlight=False)
     if not args.no_release and "<release>" not in failures and set(wanted) - set(failures):
         _report_held_back(settings)
+        from fm_assets.cli.revoke import complete_pending
+
+        complete_pending(settings, _store(settings), console)  # an `fm revoke` killed part-way
     return 1 if failures else 0
 
 
@@ -293,9 +307,11 @@ def _print_compliance(compliance: dict) -> None:
                 f"quarantine {row['batch']}: awaiting review (fm quarantine promote/reject)", highlight=False
             )
     for revocation in compliance["revocations"]:
-        verified = {True: "verified gone", False: "NOT verified gone", None: "no report"}[
-            revocation["verified"]
-        ]
+        verified = {
+            True: "verified gone",
+            False: "NOT verified gone" if revocation["documents"] else "matched nothing",
+            None: "incomplete: `fm run` or the same `fm revoke` finishes it",
+        }[revocation["verified"]]
         out.print(f"revocation {revocation['id']}: {revocation['reason']} ({verified})", highlight=False)
 
 
@@ -308,7 +324,7 @@ def cmd_quarantine(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_revoke(args: argparse.Namespace, settings: Settings) -> int:
     from fm_assets.cli import revoke
 
-    return revoke.run(args, settings, _store(settings), console)
+    return revoke.run(args, settings, _store(settings), console, out)
 
 
 def _write_markdown_audit(audit: dict, output: str | None) -> int:
@@ -356,6 +372,11 @@ def cmd_repair(args: argparse.Namespace, settings: Settings) -> int:
             return 0
     if not args.batch:
         console.print("[red]fm repair: name a BATCH (and optionally --stage), or pass --cas[/red]")
+        return 2
+    from fm_assets.engine.landing import list_complete_batches
+
+    if args.batch not in list_complete_batches(store):  # said before the batch's run lock is taken
+        console.print(f"[red]fm repair: {args.batch} is not a complete landing batch[/red]", highlight=False)
         return 2
     try:
         with exclusive_batches(settings, [args.batch], wait=False):
@@ -497,27 +518,64 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# libraries whose DEBUG lines carry request headers and SigV4 signing material: kept at INFO even with -v
+CHATTY_LOGGERS = ("botocore", "aiobotocore", "boto3", "s3transfer", "urllib3", "s3fs", "aiohttp", "fsspec")
+
+
+def configure_logging(*, verbose: bool) -> None:
+    """Log to stderr; with -v at DEBUG, except the HTTP/S3 libraries' wire dumps, and every line redacted
+    (access key ids, signatures, credential scopes, tokens: ``storage_errors.RedactingFilter``)."""
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+    for name in CHATTY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.INFO if verbose else logging.WARNING)
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter([os.environ.get("AWS_SECRET_ACCESS_KEY", ""),
+                                               os.environ.get("AWS_ACCESS_KEY_ID", ""),
+                                               os.environ.get("AWS_SESSION_TOKEN", "")]))  # fmt: skip
+
+
+def check_identifiers(args: argparse.Namespace) -> None:
+    """Every batch id and source name given on the command line, checked before the command touches the root
+    (a lock file, a record): ``InvalidIdentifierError`` names the first bad one."""
+    batches = list(getattr(args, "batches", None) or [])
+    if getattr(args, "batch", None) is not None:  # "" is a bad batch id too
+        batches.append(args.batch)
+    for batch in batches:
+        check_batch_id(batch)
+    source = getattr(args, "source", None)
+    if args.command in ("land", "revoke") and source is not None and source != "*":
+        check_source_name(source)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(verbose=args.verbose)
     try:
         settings = load_settings(root=args.root)
     except ValidationError as exc:
         console.print(f"[red]fm: invalid settings (FM_* environment variables):\n{exc}[/red]")
         return 2
     try:
+        check_identifiers(args)
         if args.command not in OFFLINE_COMMANDS:
             _store(settings).check_reachable()  # an unreachable store says so first, not "no batch found"
         code = int(args.func(args, settings) or 0)
         sys.stdout.flush()  # a reader that left shows up here, not in the interpreter's exit flush
         return code
-    except StorageUnavailableError as exc:
+    except (StorageUnavailableError, InvalidIdentifierError) as exc:
         console.print(f"[red]fm {args.command}: {exc}[/red]", highlight=False)
         return 2
     except BrokenPipeError:
         return reader_left()  # the reader went away (`fm rejects B | head`): stop quietly, like Unix tools
+    except Exception as exc:  # a full disk or an endpoint lost mid-command: one line, not a traceback
+        message = one_line_error(exc, where=settings.root, endpoint_url=settings.s3_endpoint_url or "")
+        if message is None:
+            raise
+        console.print(f"[red]fm {args.command}: {message}[/red]", highlight=False)
+        return 2
 
 
 if __name__ == "__main__":

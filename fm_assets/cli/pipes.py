@@ -5,17 +5,46 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
+from typing import Any
 
 from rich.console import Console
+from rich.text import Text
 
 # Without a terminal (CI, `| tee`, a log file) rich would squeeze tables to 80 columns: give them room instead.
 PIPE_WIDTH = 240
 SIGPIPE_EXIT = 141
 
 
+# The one place fm renders text to a terminal: markup is never parsed, so a batch id, file name, --reason or
+# --reviewer holding ``[/bold]`` or ``[link=...]`` prints as written. A line may open with one of these style tags;
+# the text up to its last closing tag takes that style (as literal text), the rest prints plain.
+LINE_STYLES = ("red", "yellow", "green", "bold", "cyan")
+_LEADING_STYLE = re.compile(r"^\[(" + "|".join(LINE_STYLES) + r")\]")
+
+
+def literal(text: str) -> Text:
+    """``text`` as rich ``Text`` with no markup parsed (see ``LINE_STYLES`` for the one leading style tag)."""
+    match = _LEADING_STYLE.match(text)
+    if match is None:
+        return Text(text)
+    style, close = match.group(1), f"[/{match.group(1)}]"
+    end = text.rfind(close)
+    if end < match.end():
+        return Text(text[match.end() :], style=style)
+    return Text.assemble((text[match.end() : end], style), text[end + len(close) :])
+
+
 class PipeConsole(Console):
-    """A rich console whose closed pipe surfaces as ``BrokenPipeError`` (rich's own handling exits with 1)."""
+    """A rich console whose closed pipe surfaces as ``BrokenPipeError`` (rich's own handling exits with 1) and
+    that never parses markup (strings it prints, table cells included, are literal text: ``literal``)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(markup=False, **kwargs)
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        super().print(*(literal(o) if isinstance(o, str) else o for o in objects), **kwargs)
 
     def on_broken_pipe(self) -> None:
         self.quiet = True

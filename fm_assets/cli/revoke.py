@@ -1,4 +1,12 @@
-"""``fm revoke``: record a revocation, re-run what it affects, and write its blast-radius report."""
+"""``fm revoke``: record a revocation, re-run what it affects, and write its blast-radius report.
+
+Crash-safe by construction: the record is the intent (its id ends with a key derived from the request, so
+running the same ``fm revoke`` again resumes it); re-running the batches is cached work, marking releases is
+idempotent, and ``report.json`` is written last. A kill -9 at any point leaves either nothing or a recorded
+revocation without a report, which the next ``fm revoke`` of the same request or the next ``fm run`` completes
+(``complete_pending``). Progress goes to stderr; the outcome (what held the documents, the report, the
+verdict) to stdout.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +18,14 @@ from rich.console import Console
 
 from fm_assets.compliance import blast_radius, revocation_report
 from fm_assets.compliance.namespaces import require_processable
-from fm_assets.compliance.revocations import RevocationError, record_revocation
+from fm_assets.compliance.revocations import (
+    Revocation,
+    RevocationError,
+    is_recorded,
+    list_revocations,
+    prepare_revocation,
+    write_revocation,
+)
 from fm_assets.engine.refs import read_success_at
 from fm_assets.engine.store import ObjectStore
 from fm_assets.settings import Settings
@@ -40,6 +55,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "--no-run",
         action="store_true",
         help="record and report only; re-run later with `fm run`",
+    )
+    p.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="record it even if it matches no landed document (it then applies to batches landed later)",
     )
     return p
 
@@ -96,12 +116,13 @@ def _run_row(instance: Any, record: Any, asset: str, output: str | None) -> dict
     }
 
 
-def run(args: argparse.Namespace, settings: Settings, store: ObjectStore, console: Console) -> int:
+def run(
+    args: argparse.Namespace, settings: Settings, store: ObjectStore, console: Console, out: Console
+) -> int:
     from fm_assets.cli.runner import run_batches
-    from fm_assets.defs.resources import build_resources
 
     try:
-        revocation = record_revocation(
+        revocation = prepare_revocation(
             store,
             reason=args.reason,
             requested_by=args.requested_by,
@@ -112,11 +133,16 @@ def run(args: argparse.Namespace, settings: Settings, store: ObjectStore, consol
     except RevocationError as exc:
         console.print(f"[red]fm revoke: {exc}[/red]", highlight=False)
         return 2
-    console.print(
-        f"recorded revocation {revocation.id} ({revocation.describe()})",
-        highlight=False,
-    )
+    resumed = is_recorded(store, revocation)
     affected = blast_radius.affected_documents(store, revocation)
+    if not resumed and not affected.doc_ids and not blast_radius.matching_batches(store, revocation):
+        if not args.allow_empty:
+            console.print(f"[red]fm revoke: {_matches_nothing(store, revocation)}[/red]", highlight=False)
+            return 2
+        console.print(f"[yellow]{revocation.describe()} matches no landed document (--allow-empty)[/yellow]")
+    write_revocation(store, revocation)
+    verb = "resuming revocation" if resumed else "recorded revocation"
+    console.print(f"{verb} {revocation.id} ({revocation.describe()})", highlight=False)
     console.print(f"{len(affected.doc_ids):,} document(s) affected in {len(affected.batches)} batch(es)")
     rerun: dict[str, Any] = {"ran": False}
     if not args.no_run and affected.batches:
@@ -125,6 +151,59 @@ def run(args: argparse.Namespace, settings: Settings, store: ObjectStore, consol
         rerun = {"ran": True, "batches": processable, "failures": failures}
         for batch, message in failures.items():
             console.print(f"[red]re-run of {batch} failed: {message}[/red]", highlight=False)
+    report, md_rel = finish(settings, store, revocation, affected, rerun)
+    out.print(
+        f"revocation {revocation.id}: {report['affected']['documents']:,} document(s); "
+        f"{len(report['dataset_versions'])} dataset version(s), {len(report['shards'])} shard(s), "
+        f"{len(report['iceberg_snapshots'])} Iceberg snapshot(s), {len(report['lance_versions'])} Lance version(s) "
+        f"and {len(report['runs'])} run(s) held them; {len(report.get('marked_revoked', []))} version(s) marked "
+        "revoked",
+        highlight=False,
+    )
+    out.print(f"report: {store.uri(md_rel)}", highlight=False)
+    if not report["affected"]["documents"]:
+        why = (
+            "recorded with --allow-empty"
+            if args.allow_empty
+            else "its batches are not processed yet: `fm run`"
+        )
+        out.print(f"nothing matched: no processed document is covered yet ({why})", highlight=False)
+        return 0
+    if args.no_run:
+        out.print("not re-run (--no-run): `fm run` removes the documents from the next releases")
+        return 0
+    if not report["verified"]:
+        out.print("[red]NOT VERIFIED: revoked documents are still in the newest releases[/red]")
+        return 1
+    out.print("[green]verified: no revoked document in the shards of the newest releases[/green]")
+    return 0
+
+
+def _matches_nothing(store: ObjectStore, revocation: Revocation) -> str:
+    """Why an empty revocation is refused, with what was landed (the likely typo) and the way to force it."""
+    if revocation.by_pair:
+        pairs = blast_radius.landed_pairs(store)
+        shown = ", ".join(f"{source} ({licence})" for source, licence in pairs[:12]) or "none"
+        more = f" and {len(pairs) - 12} more" if len(pairs) > 12 else ""
+        landed = f"; landed sources (licence): {shown}{more}"
+    else:
+        landed = " (hashes are the sha256 of a document's text after dedup; run `fm run` first if it is new)"
+    return (
+        f"{revocation.describe()} matches no landed document{landed}. Nothing recorded: check the spelling, or "
+        "pass --allow-empty to record it for batches landed later"
+    )
+
+
+def finish(
+    settings: Settings,
+    store: ObjectStore,
+    revocation: Revocation,
+    affected: blast_radius.AffectedDocuments,
+    rerun: dict[str, Any],
+) -> tuple[dict[str, Any], str]:
+    """Build the blast-radius report, mark the versions that held the documents, write the report last."""
+    from fm_assets.defs.resources import build_resources
+
     resources = build_resources(settings)
     lance = resources["lance"]
     releases = blast_radius.locate_in_releases(store, affected)
@@ -145,21 +224,22 @@ def run(args: argparse.Namespace, settings: Settings, store: ObjectStore, consol
         rerun=rerun,
     )
     revocation_report.apply_marks(store, revocation, report)
-    json_rel, md_rel = revocation_report.write_report(store, report)
-    console.print(
-        f"{len(report['dataset_versions'])} dataset version(s), {len(report['shards'])} shard(s), "
-        f"{len(report['iceberg_snapshots'])} Iceberg snapshot(s), {len(report['lance_versions'])} Lance version(s) "
-        f"and {len(report['runs'])} run(s) held them; {len(report.get('marked_revoked', []))} version(s) marked revoked"
-    )
-    console.print(f"report: {store.uri(md_rel)} (JSON: {store.uri(json_rel)})", highlight=False)
-    if args.no_run:
-        console.print("not re-run (--no-run): `fm run` removes the documents from the next releases")
-        return 0
-    if not report["verified"]:
-        console.print("[red]verification failed: revoked documents are still in the newest releases[/red]")
-        return 1
-    console.print("[green]verified: no revoked document in the shards of the newest releases[/green]")
-    return 0
+    _, md_rel = revocation_report.write_report(store, report)
+    return report, md_rel
+
+
+def complete_pending(settings: Settings, store: ObjectStore, console: Console) -> list[str]:
+    """Finish every recorded revocation whose report is missing (an ``fm revoke`` killed part-way), after a
+    run that re-ran the batches and wrote the releases; returns their ids."""
+    done = []
+    for revocation in list_revocations(store):
+        if revocation_report.is_complete(store, revocation.id):
+            continue
+        console.print(f"completing revocation {revocation.id} left unfinished by an interrupted `fm revoke`")
+        affected = blast_radius.affected_documents(store, revocation)
+        finish(settings, store, revocation, affected, {"ran": True, "by": "fm run"})
+        done.append(revocation.id)
+    return done
 
 
 def _processable(store: ObjectStore, batch: str) -> bool:

@@ -76,12 +76,18 @@ def run_batches(
         def on_event(event: str, stage: str, batch: str, info: dict[str, Any]) -> None:
             if event == "start":
                 bar.describe(f"{batch[-30:]} · {stage}")
+            elif event == "wait":  # a cross-batch wait: say what for, every retry
+                console.print(
+                    f"[yellow]{stage}[{batch}]: {info.get('message', 'waiting')}[/yellow]", highlight=False
+                )
             else:
                 bar.advance()
 
         progress.add_listener(on_event)
         try:
-            for batch in wanted:
+            for batch in sorted(
+                wanted
+            ):  # id order: an earlier batch is never left waiting behind a later one
                 result = job.execute_in_process(
                     partition_key=batch,
                     instance=instance,

@@ -27,7 +27,7 @@ from pyiceberg.expressions import In
 
 from fm_assets.compliance.namespaces import curated_table_name, lance_uri, release_name
 from fm_assets.compliance.promotions import RELEASE_NAMESPACES
-from fm_assets.compliance.revocations import Revocation, matches_batch
+from fm_assets.compliance.revocations import REVOKED_NOTICE_MARK, Revocation, matches_batch, revoked_notice
 from fm_assets.engine import layout
 from fm_assets.engine.landing import list_complete_batches, read_batch_manifest
 from fm_assets.engine.refs import read_ref, read_success, read_success_at
@@ -78,6 +78,26 @@ def affected_documents(store: ObjectStore, revocation: Revocation) -> AffectedDo
             found.doc_ids |= ids
             found.batches.append(batch)
     return found
+
+
+def matching_batches(store: ObjectStore, revocation: Revocation) -> list[str]:
+    """The landed batches a (source, licence) revocation covers, processed or not (none for a hash one)."""
+    if not revocation.by_pair:
+        return []
+    return [
+        batch
+        for batch in list_complete_batches(store)
+        if matches_batch(revocation, *_pair(read_batch_manifest(store, batch)))
+    ]
+
+
+def landed_pairs(store: ObjectStore) -> list[tuple[str, str]]:
+    """Every (source, licence) landed, sorted: what a revocation that matched nothing could have meant."""
+    return sorted({_pair(read_batch_manifest(store, batch)) for batch in list_complete_batches(store)})
+
+
+def _pair(manifest: Any) -> tuple[str, str]:
+    return manifest.source, manifest.license
 
 
 def base_doc_id(doc_id: str) -> str:
@@ -288,24 +308,40 @@ def mark_revoked(
     revocation: Revocation,
     superseded_by: str | None,
 ) -> bool:
-    """Mark a release that held revoked documents as revoked, in its manifest and card (rewritten atomically:
-    the one edit a release ever gets). A release already marked keeps its first mark; returns whether it was
-    marked now."""
+    """Mark a release that held revoked documents as revoked: its manifest first (from then on fm_loader
+    refuses it), then card.json and card.md (each rewritten atomically: the one edit a release ever gets). A
+    release already marked keeps its first mark; every step is skipped when already done, so a run killed
+    half-way is completed by the next. Returns whether the manifest was marked now."""
     manifest = read_release(store, name, version)
-    if manifest.revoked:
-        return False
-    mark = {
+    marked_now = not manifest.revoked
+    mark = manifest.revoked or {
         "at": revocation.at,
         "reason": revocation.reason,
         "revocation_id": revocation.id,
         "superseded_by": superseded_by,
     }
-    store.write_bytes(
-        layout.dataset_manifest(name, version),
-        replace(manifest, revoked=mark).to_json().encode(),
-    )
+    if marked_now:
+        store.write_bytes(
+            layout.dataset_manifest(name, version), replace(manifest, revoked=mark).to_json().encode()
+        )
     card_rel = layout.dataset_card(name, version)
     if store.exists(card_rel):
-        store.write_json(card_rel, {**store.read_json(card_rel), "revoked": mark})
-    log.info("release %s/%s marked revoked (%s)", name, version, revocation.id)
-    return True
+        card = store.read_json(card_rel)
+        if not card.get("revoked"):
+            store.write_json(card_rel, {**card, "revoked": mark})
+    card_md = f"{layout.dataset_dir(name, version)}/card.md"
+    if store.exists(card_md):
+        text = store.read_bytes(card_md).decode("utf-8")
+        if REVOKED_NOTICE_MARK not in text:
+            title, _, rest = text.partition("\n")
+            store.write_bytes(
+                card_md, "\n".join([title, "", *revoked_notice(mark), rest.lstrip("\n")]).encode()
+            )
+    if marked_now:
+        log.info("release %s/%s marked revoked (%s)", name, version, revocation.id)
+    return marked_now
+
+
+def revocation_mark(store: ObjectStore, name: str, version: str) -> dict[str, Any] | None:
+    """The revoked mark of a release version (None: not revoked)."""
+    return read_release(store, name, version).revoked

@@ -14,6 +14,7 @@ from pyiceberg.catalog import Catalog
 
 from fm_assets.compliance import blast_radius, paths
 from fm_assets.compliance.revocations import Revocation
+from fm_assets.engine import markdown
 from fm_assets.engine.store import ObjectStore
 
 
@@ -47,7 +48,7 @@ def build_report(
         "runs": runs or [],
         "new_versions": [{"dataset": v["dataset"], "version": v["version"]} for v in new_versions],
         "verification": verification,
-        "verified": bool(verification) and all(v["ok"] for v in verification),
+        "verified": bool(affected.doc_ids) and bool(verification) and all(v["ok"] for v in verification),
         "still_present": {
             "iceberg_current": [s for s in iceberg if s["current"]],
             "lance_current": [v for v in lance if v["current"]],
@@ -57,17 +58,21 @@ def build_report(
 
 def apply_marks(store: ObjectStore, revocation: Revocation, report: dict[str, Any]) -> list[dict[str, Any]]:
     """Mark every release version that held revoked documents; superseded by the newest clean version of
-    the same dataset, when there is one."""
+    the same dataset, when there is one. Idempotent: versions this revocation marked in an interrupted earlier
+    attempt are listed too; a version another revocation marked first keeps that mark and is not listed."""
     clean = {v["dataset"]: v["version"] for v in report["new_versions"]}
     marked = []
     for entry in report["dataset_versions"]:
-        superseded_by = clean.get(entry["dataset"])
-        if blast_radius.mark_revoked(store, entry["dataset"], entry["version"], revocation, superseded_by):
+        blast_radius.mark_revoked(
+            store, entry["dataset"], entry["version"], revocation, clean.get(entry["dataset"])
+        )
+        mark = blast_radius.revocation_mark(store, entry["dataset"], entry["version"]) or {}
+        if mark.get("revocation_id") == revocation.id:
             marked.append(
                 {
                     "dataset": entry["dataset"],
                     "version": entry["version"],
-                    "superseded_by": superseded_by,
+                    "superseded_by": mark.get("superseded_by"),
                 }
             )
     report["marked_revoked"] = marked
@@ -75,50 +80,46 @@ def apply_marks(store: ObjectStore, revocation: Revocation, report: dict[str, An
 
 
 def write_report(store: ObjectStore, report: dict[str, Any]) -> tuple[str, str]:
-    """Write report.json and report.md; returns their store-relative paths."""
+    """Write report.md, then report.json; returns their store-relative paths."""
     revocation_id = report["revocation"]["id"]
     json_rel, md_rel = (
         paths.revocation_report(revocation_id, "json"),
         paths.revocation_report(revocation_id, "md"),
     )
-    store.write_json(json_rel, report)
     store.write_bytes(md_rel, render_markdown(report).encode())
+    store.write_json(json_rel, report)  # last: its presence says the revocation is complete (``pending``)
     return json_rel, md_rel
-
-
-def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
-    if not rows:
-        return ["_none_", ""]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(cell).replace("|", "\\|") for cell in row) + " |" for row in rows]
-    return [*lines, ""]
 
 
 def render_markdown(report: dict[str, Any]) -> str:
     r = report["revocation"]
     what = (
-        f"source `{r['source']}`, licence `{r['license']}`"
+        f"source {markdown.escape(r['source'])}, licence {markdown.escape(r['license'])}"
         if r.get("source")
         else (f"{len(r['doc_hashes'])} document hash(es)")
     )
-    verdict = (
-        "VERIFIED: none of the revoked documents is in the newest releases"
-        if report["verified"]
-        else ("NOT VERIFIED: revoked documents are still present (see Verification)")
-    )
+    if not report["affected"]["documents"]:
+        verdict = (
+            "NOTHING MATCHED: no landed document is covered (recorded with --allow-empty; it applies to "
+            "batches landed later)"
+        )
+    elif report["verified"]:
+        verdict = "VERIFIED: none of the revoked documents is in the newest releases"
+    else:
+        verdict = "NOT VERIFIED: revoked documents are still present (see Verification)"
     lines = [
         f"# Revocation {r['id']}",
         "",
         f"- **What**: {what}",
-        f"- **Why**: {r['reason']}",
-        f"- **Requested by**: {r.get('requested_by') or 'not given'}",
+        f"- **Why**: {markdown.escape(r['reason'])}",
+        f"- **Requested by**: {markdown.escape(r.get('requested_by') or 'not given')}",
         f"- **Recorded at**: {r['at']}",
         f"- **Documents affected**: {report['affected']['documents']:,} in {len(report['affected']['batches'])} batch(es)",
         f"- **Result**: {verdict}",
         "",
         "## Dataset versions that contained them",
         "",
-        *_table(
+        *markdown.table(
             [
                 "dataset",
                 "version",
@@ -141,7 +142,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         ),
         "## Versions marked revoked",
         "",
-        *_table(
+        *markdown.table(
             ["dataset", "version", "superseded by"],
             [
                 [m["dataset"], m["version"], m["superseded_by"] or "-"]
@@ -150,10 +151,10 @@ def render_markdown(report: dict[str, Any]) -> str:
         ),
         "## Shards that contained them",
         "",
-        *_table(["shard"], [[s] for s in report["shards"]]),
+        *markdown.table(["shard"], [[s] for s in report["shards"]]),
         "## Iceberg snapshots that contained them",
         "",
-        *_table(
+        *markdown.table(
             ["table", "snapshot", "committed", "documents", "current"],
             [
                 [
@@ -168,13 +169,13 @@ def render_markdown(report: dict[str, Any]) -> str:
         ),
         "## Lance versions that contained them",
         "",
-        *_table(
+        *markdown.table(
             ["dataset", "version", "documents", "current"],
             [[v["uri"], v["version"], v["documents"], v["current"]] for v in report["lance_versions"]],
         ),
         "## Runs that produced them",
         "",
-        *_table(
+        *markdown.table(
             ["run id", "job", "asset", "partition", "at"],
             [
                 [
@@ -189,13 +190,13 @@ def render_markdown(report: dict[str, Any]) -> str:
         ),
         "## New versions without them",
         "",
-        *_table(
+        *markdown.table(
             ["dataset", "version"],
             [[v["dataset"], v["version"]] for v in report["new_versions"]],
         ),
         "## Verification (the bytes of every shard of the newest releases)",
         "",
-        *_table(
+        *markdown.table(
             ["dataset", "version", "shards", "samples", "revoked documents found"],
             [
                 [
@@ -210,3 +211,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         ),
     ]
     return "\n".join(lines) + "\n"
+
+
+def is_complete(store: ObjectStore, revocation_id: str) -> bool:
+    """Whether the revocation's report was written (the last step of ``fm revoke``)."""
+    return store.exists(paths.revocation_report(revocation_id, "json"))

@@ -15,11 +15,12 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from fm_assets.compliance import paths
-from fm_assets.engine import spdx
+from fm_assets.engine import markdown, spdx
 from fm_assets.engine.landing import read_batch_manifest
 from fm_assets.engine.store import ObjectStore
 from fm_assets.transforms.blocklist.lists import WILDCARD, Blocklists
 
+REVOKED_NOTICE_MARK = "**REVOKED**"  # how card.md says its version is revoked
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -64,7 +65,7 @@ class Revocation:
         )
 
 
-def record_revocation(
+def prepare_revocation(
     store: ObjectStore,
     *,
     reason: str | None = None,
@@ -74,7 +75,9 @@ def record_revocation(
     doc_hashes: list[str] | None = None,
     now: dt.datetime | None = None,
 ) -> Revocation:
-    """Validate and record one revocation; returns it (its id names the record and the report)."""
+    """Validate one revocation request without writing anything. Its id ends with a key derived from what it
+    revokes, why and for whom (never the time): when that request is already recorded, the recorded revocation
+    is returned, so re-running an interrupted ``fm revoke`` resumes it instead of starting another."""
     if not reason or not reason.strip():
         raise RevocationError("a revocation needs --reason: legal must be able to say why data was removed")
     hashes = tuple(sorted({h.strip().lower() for h in doc_hashes or () if h.strip()}))
@@ -91,18 +94,44 @@ def record_revocation(
             license_id = spdx.normalize(license_id)  # the spelling landing recorded
         except spdx.LicenceError as exc:
             raise RevocationError(f"--license: {exc}") from None
+    pair = ((source or WILDCARD), (license_id or WILDCARD)) if by_pair else (None, None)
+    key = request_key(pair[0], pair[1], hashes, reason.strip(), (requested_by or "").strip())
+    for recorded in list_revocations(store):
+        if recorded.id.endswith(f"-{key}"):
+            return recorded
     when = now or dt.datetime.now(dt.timezone.utc)
-    body = repr((source, license_id, hashes, reason, when.isoformat()))
-    revocation = Revocation(
-        id=f"{when.strftime('%Y%m%dT%H%M%S%fZ')}-{hashlib.sha256(body.encode()).hexdigest()[:8]}",
+    return Revocation(
+        id=f"{when.strftime('%Y%m%dT%H%M%S%fZ')}-{key}",
         at=when.isoformat(timespec="seconds"),
         reason=reason.strip(),
         requested_by=(requested_by or "").strip(),
-        source=(source or WILDCARD) if by_pair else None,
-        license=(license_id or WILDCARD) if by_pair else None,
+        source=pair[0],
+        license=pair[1],
         doc_hashes=hashes,
     )
-    store.write_json(paths.revocation(revocation.id), revocation.to_json())
+
+
+def request_key(
+    source: str | None, license_id: str | None, hashes: tuple[str, ...], reason: str, requested_by: str
+) -> str:
+    """The deterministic part of a revocation id: the same request always gets the same key."""
+    return hashlib.sha256(repr((source, license_id, hashes, reason, requested_by)).encode()).hexdigest()[:12]
+
+
+def is_recorded(store: ObjectStore, revocation: Revocation) -> bool:
+    return store.exists(paths.revocation(revocation.id))
+
+
+def write_revocation(store: ObjectStore, revocation: Revocation) -> None:
+    """Record ``revocation`` (once: a recorded one is left as it is)."""
+    if not is_recorded(store, revocation):
+        store.write_json(paths.revocation(revocation.id), revocation.to_json())
+
+
+def record_revocation(store: ObjectStore, **request: Any) -> Revocation:
+    """Validate and record one revocation (``prepare_revocation``'s arguments); returns it."""
+    revocation = prepare_revocation(store, **request)
+    write_revocation(store, revocation)
     return revocation
 
 
@@ -146,3 +175,17 @@ def matches_batch(revocation: Revocation, source: str, licence: str) -> bool:
         and revocation.source in (WILDCARD, source)
         and revocation.license in (WILDCARD, licence)
     )
+
+
+def revoked_notice(mark: dict[str, Any] | None) -> list[str]:
+    """The Markdown lines a revoked version's card.md opens with (none when it is not revoked)."""
+    if not mark:
+        return []
+    superseded = mark.get("superseded_by")
+    return [
+        f"> {REVOKED_NOTICE_MARK} by revocation {markdown.escape(mark.get('revocation_id'))} at "
+        f"{markdown.escape(mark.get('at'))}: {markdown.escape(mark.get('reason'))}. "
+        + (f"Superseded by version {markdown.escape(superseded)}. " if superseded else "")
+        + "fm_loader refuses to load this version unless told otherwise.",
+        "",
+    ]

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from fm_assets.compliance.revocations import revoked_notice
+from fm_assets.engine import markdown
+
 PLOT_TITLES = {
     "stage_funnel.png": "Documents after each stage",
     "languages.png": "Languages",
@@ -28,6 +31,7 @@ def _mb(value: int) -> str:
 
 def render_markdown(card: dict[str, Any]) -> str:
     lines = [f"# Dataset card: {card['name']} {card['version']}", ""]
+    lines += revoked_notice(card.get("revoked"))
     if card.get("namespace"):
         lines += [f"Namespace: **{card['namespace']}**", ""]
     lines += _table(
@@ -54,7 +58,9 @@ def render_markdown(card: dict[str, Any]) -> str:
     )  # fmt: skip
     if card.get("held_back"):
         lines += ["Held back (not in this version):", ""]
-        lines += [f"- `{entry['batch']}`: {entry['reason']}" for entry in card["held_back"]] + [""]
+        lines += [
+            f"- `{entry['batch']}`: {markdown.escape(entry['reason'])}" for entry in card["held_back"]
+        ] + [""]
     total = sum(card.get("languages", {}).values()) or 1
     lines += ["## Languages", ""]
     lines += _table(

@@ -33,6 +33,7 @@ from fm_assets.compliance.namespaces import split_by_review
 from fm_assets.defs.jobs import preprocess_job, release_job
 from fm_assets.defs.partitions import BATCH_PARTITIONS_NAME, batch_partitions
 from fm_assets.defs.resources.object_store import ObjectStoreResource
+from fm_assets.engine.identifiers import is_identifier
 from fm_assets.engine.store import ObjectStore
 
 LANDING_INTERVAL_SECONDS = 30
@@ -106,7 +107,8 @@ class LandingScan:
 def scan_landing(store: ObjectStore, cursor: LandingCursor, known: Callable[[], set[str]]) -> LandingScan:
     """New complete batches since ``cursor``; ``known()`` returns the registered partitions (called at most
     once, and only when there is something to compare)."""
-    names = sorted(entry.rsplit("/", 1)[-1] for entry in store.list("landing"))
+    # a folder under landing/ whose name is not a batch id (engine/identifiers.py) is never registered
+    names = sorted(name for entry in store.list("landing") if is_identifier(name := entry.rsplit("/", 1)[-1]))
     present = set(names)
     below = [name for name in names if name <= cursor.last]
     candidates = {name for name in names if name > cursor.last} | (set(cursor.pending) & present)

@@ -7,8 +7,9 @@ A stage whose cross-batch state needs earlier landed batches that have not reach
 ``EarlierBatchPending`` (``engine.refs``). The asset turns that into ``RetryRequested``: the step ends (its
 pool slot is freed) and is retried after a backoff, so concurrent runs and backfills in any order wait for
 the earlier batches and write what serial runs in id order write. The wait is bounded
-(``PENDING_MAX_RETRIES``): a batch whose earlier batch is landed but never run fails with a message naming
-the batches to run (``fm run <batch>``), instead of holding its run slot forever. Earlier batches are never
+(``PENDING_MAX_RETRIES``, and ``NOBODY_RUNNING_GRACE_SECONDS`` when no run is processing the earlier batches):
+a batch whose earlier batch is landed but never run fails with a message naming the batches to run
+(``fm run <batch>``), instead of holding its run slot forever; every retry says what it waits for. Earlier batches are never
 blocked by later ones, so runs queued in id order (the landing sensor, ``fm run``) always make progress.
 """
 
@@ -21,15 +22,20 @@ from dagster import (
     AssetCheckSpec,
     AssetExecutionContext,
     AssetsDefinition,
+    DagsterInstance,
+    DagsterRunStatus,
     DataVersion,
     MaterializeResult,
     MetadataValue,
     RetryRequested,
+    RunsFilter,
     asset,
 )
 
 from fm_assets.defs.partitions import batch_partitions
+from fm_assets.engine import progress
 from fm_assets.engine.checks import CheckOutcome, stage_checks
+from fm_assets.engine.identifiers import check_batch_id
 from fm_assets.engine.materialize import materialize
 from fm_assets.engine.refs import EarlierBatchPending
 from fm_assets.engine.stage import Stage, StageContext
@@ -45,24 +51,59 @@ PENDING_MAX_WAIT_SECONDS = 60.0
 PENDING_MAX_RETRIES = 125
 
 
+# with no run queued or running for the batches a step waits for, give up after this long (the landing sensor
+# ticks every 30 s, so a batch it is about to run has a run by then)
+NOBODY_RUNNING_GRACE_SECONDS = 150.0
+NAMED_ACTIVE_CHECKS = 10  # batches whose runs are looked up per retry
+ACTIVE_RUN_STATUSES = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
+                       DagsterRunStatus.STARTED]  # fmt: skip
+
+
 def pending_wait_seconds(retry_number: int) -> float:
     """The backoff before retry ``retry_number + 1`` of a step waiting for earlier batches."""
     return min(PENDING_FIRST_WAIT_SECONDS * 2 ** min(retry_number, 16), PENDING_MAX_WAIT_SECONDS)
 
 
 def retry_when_pending(context: AssetExecutionContext, pending: EarlierBatchPending) -> NoReturn:
-    """Raise ``RetryRequested`` for ``pending`` while the wait budget lasts; then fail the step with the
-    error itself, saying how long it waited and which batches to run. Call it in the ``except`` block."""
+    """Raise ``RetryRequested`` for ``pending`` while the wait can end; then fail the step with the error
+    itself, saying how long it waited and which batches to run. Every retry says what it waits for (a
+    warning in the event log and a ``wait`` progress event, which `fm run` prints). The wait ends early
+    when, after ``NOBODY_RUNNING_GRACE_SECONDS``, no run is queued or running for any batch it waits for
+    (a batch stamped earlier that finished landing later, never run: waiting would last the whole budget).
+    Call it in the ``except`` block."""
     attempt = context.retry_number
-    if attempt >= PENDING_MAX_RETRIES:
-        final = pending.gave_up(sum(pending_wait_seconds(n) for n in range(attempt)))
+    waited = sum(pending_wait_seconds(n) for n in range(attempt))
+    active = runs_processing(context.instance, pending.missing, exclude=context.run_id)
+    if attempt >= PENDING_MAX_RETRIES or (not active and waited >= NOBODY_RUNNING_GRACE_SECONDS):
+        final = pending.gave_up(waited)
         context.log.error(str(final))
         raise final from None  # the root cause `fm run` and the UI show
     wait = pending_wait_seconds(attempt)
-    context.log.warning(
-        f"{pending} Retrying in {wait:.0f}s (retry {attempt + 1} of at most {PENDING_MAX_RETRIES})."
+    shown = ", ".join(pending.missing[:3]) + (
+        f" and {len(pending.missing) - 3} more" if len(pending.missing) > 3 else ""
     )
+    line = (
+        f"{pending.waiter} waits for earlier landed batch(es) {shown} (stamped before this one, no `{pending.stage}` "
+        f"output yet): {pending.purpose}. "
+        + (f"Run(s) {', '.join(active[:3])} are processing them" if active
+           else f"No run is processing them: gives up after {NOBODY_RUNNING_GRACE_SECONDS:.0f}s unless one starts "
+                f"(`fm run {' '.join(pending.missing[:3])}`)")
+        + f"; retry {attempt + 1} in {wait:.0f}s."
+    )  # fmt: skip
+    context.log.warning(line)
+    progress.emit("wait", context.asset_key.to_user_string(), context.partition_key, {"message": line})
     raise RetryRequested(max_retries=PENDING_MAX_RETRIES, seconds_to_wait=wait) from pending
+
+
+def runs_processing(instance: DagsterInstance, batches: list[str], *, exclude: str) -> list[str]:
+    """Ids of the queued or running Dagster runs (`fm run`, the sensor, a backfill) of any of ``batches``."""
+    found: list[str] = []
+    for batch in batches[:NAMED_ACTIVE_CHECKS]:
+        runs = instance.get_runs(
+            filters=RunsFilter(statuses=ACTIVE_RUN_STATUSES, tags={"dagster/partition": batch}), limit=5
+        )
+        found += [run.run_id for run in runs if run.run_id != exclude]
+    return found
 
 
 def check_results(stage: Stage, outcomes: dict[str, CheckOutcome]) -> list[AssetCheckResult]:
@@ -120,7 +161,7 @@ def build_stage_asset(
         pool="spark" if stage.kind == "spark" else None,
     )
     def _stage_asset(context: AssetExecutionContext) -> MaterializeResult:
-        batch = context.partition_key
+        batch = check_batch_id(context.partition_key)  # a key added by hand (UI, API) is a path component too
         store: ObjectStore = context.resources.store.store()
         ctx = StageContext(
             store=store,

@@ -32,19 +32,24 @@ import hashlib
 import json
 import logging
 import os
-import re
 import stat
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
 from fm_assets.engine import spdx
+from fm_assets.engine.identifiers import (
+    IDENTIFIER_PATTERN,
+    InvalidIdentifierError,
+    check_batch_id,
+    check_source_name,
+    is_identifier,
+)
 from fm_assets.engine.store import ObjectStore
 
 NAMESPACES = ("cloud", "on_device", "quarantine")
-BATCH_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
+BATCH_ID_PATTERN = IDENTIFIER_PATTERN  # engine/identifiers.py: the one rule for names under the root
 OS_METADATA = frozenset({"__MACOSX", "Thumbs.db", "desktop.ini", "Icon\r"})
 MANIFEST_HASH = "_batch.sha256"
 QUARANTINE = "quarantine"
@@ -98,8 +103,10 @@ class BatchManifest:
 
 
 def validate_landing_args(source: str, license_id: str | None, namespace: str) -> None:
-    if not source or not BATCH_ID_PATTERN.match(source):
-        raise LandingError(f"--source {source!r} must be a short name of letters, digits, '_', '.', '-'")
+    try:
+        check_source_name(source)
+    except InvalidIdentifierError as exc:
+        raise LandingError(f"--source: {exc}") from None
     if not license_id:
         raise LandingError(
             "a batch needs a licence: pass --license with an SPDX identifier (e.g. CC-BY-SA-4.0, MIT)"
@@ -215,17 +222,13 @@ def _copy_walked(store: ObjectStore, file: SourceFile, rel: str, sha: str) -> No
     digest = hashlib.sha256()
     with _open_walked(file) as handle:
         if store.is_local:
-            target = store.local_path(rel)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
-            with open(tmp, "wb") as out:
-                while block := handle.read(_CHUNK):
-                    digest.update(block)
-                    out.write(block)
-            if digest.hexdigest() == sha:
-                os.replace(tmp, target)
-            else:
-                tmp.unlink()
+            with store.local_temp(rel) as tmp:  # removed if the copy fails (a full disk leaves no .tmp)
+                with open(tmp, "wb") as out:
+                    while block := handle.read(_CHUNK):
+                        digest.update(block)
+                        out.write(block)
+                if digest.hexdigest() == sha:
+                    os.replace(tmp, store.local_path(rel))
         else:
             with store.fs.open(store.uri(rel), "wb") as out:
                 while block := handle.read(_CHUNK):
@@ -266,18 +269,26 @@ def land_batch(
         stamp = (now or dt.datetime.now(dt.timezone.utc)).strftime("%Y%m%dT%H%M%S%fZ")
         content = hashlib.sha256(repr([(f["path"], f["sha256"]) for f in described]).encode()).hexdigest()[:8]
         batch_id = f"{stamp}-{source}-{content}"
-    if not BATCH_ID_PATTERN.match(batch_id):
-        raise LandingError(f"batch id {batch_id!r} has characters that are not allowed")
+    try:
+        check_batch_id(batch_id)
+    except InvalidIdentifierError as exc:
+        raise LandingError(str(exc)) from None
     if store.exists(layout_manifest(batch_id)):
         raise LandingError(f"batch {batch_id} already exists; landing is immutable, pick another id")
-    for file, entry in zip(files, described, strict=True):
-        _copy_walked(store, file, f"landing/{batch_id}/files/{file.rel}", entry["sha256"])
     manifest = BatchManifest(batch_id, source, license_id, namespace, tuple(described), tuple(skipped))
     body = manifest_bytes(manifest)
-    store.write_bytes(
-        f"landing/{batch_id}/{MANIFEST_HASH}", (hashlib.sha256(body).hexdigest() + "\n").encode()
-    )
-    store.write_bytes(layout_manifest(batch_id), body)  # written last: the batch is complete
+    try:
+        for file, entry in zip(files, described, strict=True):
+            _copy_walked(store, file, f"landing/{batch_id}/files/{file.rel}", entry["sha256"])
+        store.write_bytes(
+            f"landing/{batch_id}/{MANIFEST_HASH}", (hashlib.sha256(body).hexdigest() + "\n").encode()
+        )
+        store.write_bytes(layout_manifest(batch_id), body)  # written last: the batch is complete
+    except BaseException:
+        with contextlib.suppress(Exception):  # a batch never completed is removed (a full disk, a lost store)
+            if not store.exists(layout_manifest(batch_id)):
+                store.delete(f"landing/{batch_id}")
+        raise
     return replace(manifest, sha256=hashlib.sha256(body).hexdigest())
 
 
@@ -290,10 +301,14 @@ def layout_manifest(batch: str) -> str:
 
 
 def list_complete_batches(store: ObjectStore) -> list[str]:
-    """Batch ids whose ``_batch.json`` exists, in landing (lexicographic id) order."""
+    """Batch ids whose ``_batch.json`` exists, in landing (lexicographic id) order. A folder whose name is not
+    a valid batch id (put there by hand or by another tool) is never a batch: it is logged and left alone."""
     batches = []
     for entry in store.list("landing"):
         name = entry.rsplit("/", 1)[-1]
+        if not is_identifier(name):
+            log.warning("landing/%r is not a valid batch id: ignored", name)
+            continue
         if store.exists(f"landing/{name}/_batch.json"):
             batches.append(name)
     return sorted(batches)
@@ -303,6 +318,10 @@ def read_batch_manifest(store: ObjectStore, batch: str) -> BatchManifest:
     """The batch's manifest, refused if its bytes are not the ones committed at landing (``_batch.sha256``).
 
     A batch landed before the sidecar existed (legacy) is read unverified, with a warning once per process."""
+    try:
+        check_batch_id(batch)
+    except InvalidIdentifierError as exc:
+        raise LandingError(str(exc)) from None
     rel = layout_manifest(batch)
     if not store.exists(rel):
         raise LandingError(f"batch {batch} is not complete (no {rel})")

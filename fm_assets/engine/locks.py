@@ -26,6 +26,7 @@ import time
 from collections.abc import Iterator
 
 from fm_assets.engine import layout
+from fm_assets.engine.identifiers import check_batch_id
 from fm_assets.engine.store import ObjectStore
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,8 @@ def batch_run_locks(
     naming the holder. Locks are taken in sorted order (no deadlock) and dropped by the kernel when their
     holder dies, so a kill -9 never leaves one behind. On a remote root this is a no-op (runs go through the
     Dagster run queue there)."""
+    for batch in batches:  # before any lock file is opened: a batch id never names a path outside locks/
+        check_batch_id(batch)
     if not store.is_local:
         yield
         return

@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 
 from fm_assets.engine import layout
 from fm_assets.engine.hashing import sha256_file
+from fm_assets.engine.identifiers import check_relative
 from fm_assets.engine.storage_errors import StorageUnavailableError, redact, translate_storage_error
 
 __all__ = [
@@ -50,7 +51,8 @@ class ObjectStore:
 
     # -- naming ---------------------------------------------------------------------------------
     def uri(self, rel: str) -> str:
-        return f"{self.root}/{rel.lstrip('/')}" if rel else self.root
+        """The full URI of ``rel``; a path that would leave the root (``..``) is refused, whoever built it."""
+        return f"{self.root}/{check_relative(rel).lstrip('/')}" if rel else self.root
 
     def local_path(self, rel: str) -> Path:
         """The local filesystem path of ``rel``; only valid for a local store."""
@@ -181,16 +183,26 @@ class ObjectStore:
             yield dest
 
     # -- writes ---------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def local_temp(self, rel: str) -> Iterator[Path]:
+        """A hidden temporary name beside ``rel`` on a local root, to write and ``os.replace`` onto it; removed
+        when the block fails (a full disk leaves no ``.tmp`` behind)."""
+        target = self.local_path(rel)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+        try:
+            yield tmp
+        finally:
+            tmp.unlink(missing_ok=True)  # gone already once it was renamed onto the target
+
     def write_bytes(self, rel: str, data: bytes) -> None:
         if self.is_local:
-            target = self.local_path(rel)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
-            with open(tmp, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, target)
+            with self.local_temp(rel) as tmp:
+                with open(tmp, "wb") as handle:
+                    handle.write(data)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                os.replace(tmp, self.local_path(rel))
         else:
             self.fs.pipe_file(self.uri(rel), data)
 
@@ -200,11 +212,9 @@ class ObjectStore:
     def put_file(self, local: str | Path, rel: str) -> None:
         """Copy a finished local file into the store atomically."""
         if self.is_local:
-            target = self.local_path(rel)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
-            shutil.copyfile(local, tmp)
-            os.replace(tmp, target)
+            with self.local_temp(rel) as tmp:
+                shutil.copyfile(local, tmp)
+                os.replace(tmp, self.local_path(rel))
         else:
             self.fs.put_file(str(local), self.uri(rel))
 

@@ -18,7 +18,7 @@ from fm_assets.compliance.promotions import (
     RELEASE_NAMESPACES,
 )
 from fm_assets.compliance.revocations import list_revocations
-from fm_assets.engine import layout
+from fm_assets.engine import layout, markdown
 from fm_assets.engine.store import ObjectStore
 
 
@@ -117,16 +117,6 @@ def build_sections(store: ObjectStore, dataset: str) -> dict[str, Any]:
     }
 
 
-def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
-    if not rows:
-        return ["_none_", ""]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += [
-        "| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in row) + " |" for row in rows
-    ]
-    return [*lines, ""]
-
-
 def markdown_releases(audit: dict[str, Any]) -> list[str]:
     lines = [
         "## Releases per namespace",
@@ -134,7 +124,7 @@ def markdown_releases(audit: dict[str, Any]) -> list[str]:
         "Each namespace is released on its own; no release holds another's data.",
         "",
     ]
-    lines += _table(
+    lines += markdown.table(
         ["dataset", "kind", "namespace", "version", "batches", "rows / samples", "tokens", "held back", "revoked"],
         [
             [r["dataset"], r.get("kind", "text"), r["namespace"], r["version"], len(r["batches"]), r["rows"],
@@ -145,7 +135,7 @@ def markdown_releases(audit: dict[str, Any]) -> list[str]:
     )  # fmt: skip
     held = [(r["dataset"], h) for r in audit["compliance"]["releases"] for h in r["held_back"]]
     lines += ["### Held-back batches", ""]
-    lines += _table(
+    lines += markdown.table(
         ["release", "batch", "why"],
         [[name, h["batch"], h["reason"]] for name, h in held],
     )
@@ -159,7 +149,9 @@ def markdown_quarantine(audit: dict[str, Any]) -> list[str]:
         d = q["decision"] or {}
         rows.append([q["batch"], q["source"], q["license"], q["status"], d.get("to") or "-", d.get("reviewer", "-"),
                      d.get("reason", "-"), d.get("at", "-")])  # fmt: skip
-    return lines + _table(["batch", "source", "licence", "status", "to", "reviewer", "reason", "at"], rows)
+    return lines + markdown.table(
+        ["batch", "source", "licence", "status", "to", "reviewer", "reason", "at"], rows
+    )
 
 
 def markdown_licences(audit: dict[str, Any]) -> list[str]:
@@ -167,16 +159,16 @@ def markdown_licences(audit: dict[str, Any]) -> list[str]:
     lines = [
         "## Licence policy",
         "",
-        f"Policy `{policy['origin']}` (sha256 `{policy['sha256'][:16]}`).",
+        f"Policy `{markdown.escape(policy['origin'])}` (sha256 `{policy['sha256'][:16]}`).",
         "",
     ]
-    lines += _table(
+    lines += markdown.table(
         ["namespace", "admitted families", "also admitted", "refused"],
         [[ns, ", ".join(r["categories"]), ", ".join(r["licenses"]) or "-", ", ".join(r["deny"]) or "-"]
          for ns, r in policy["namespaces"].items()],
     )  # fmt: skip
     lines += ["### Exceptions (approved)", ""]
-    lines += _table(
+    lines += markdown.table(
         ["licence", "source", "namespace", "approver", "reason", "expires"],
         [[e["license"], e["source"], e["namespace"], e["approver"], e["reason"], e["expires"] or "-"]
          for e in policy["exceptions"]],
@@ -186,7 +178,7 @@ def markdown_licences(audit: dict[str, Any]) -> list[str]:
         if release_status(audit, row["batch"]).startswith("released"):
             released[row["license"]] = released.get(row["license"], 0) + row["documents_in_shards"]
     lines += ["### Where each licence ended up", ""]
-    lines += _table(
+    lines += markdown.table(
         ["licence", "docs landed", "docs in shards", "docs in the newest releases", "tokens in shards"],
         [[lic, f"{r['documents_landed']:,}", f"{r['documents_in_shards']:,}", f"{released.get(lic, 0):,}",
           f"{r['tokens']:,}"] for lic, r in sorted(audit["licences"].items())],
@@ -219,10 +211,12 @@ def markdown_revocations(audit: dict[str, Any]) -> list[str]:
             if r.get("source")
             else f"{len(r['doc_hashes'])} hash(es)"
         )
-        verified = {True: "yes", False: "NO", None: "no report"}[r["verified"]]
+        verified = {True: "yes", False: "NO" if r["documents"] else "matched nothing", None: "incomplete"}[
+            r["verified"]
+        ]
         rows.append([r["id"], what, r["reason"], r["documents"], r["dataset_versions"], len(r["marked_revoked"]),
                      verified, r["report"] or "-"])  # fmt: skip
-    return lines + _table(
+    return lines + markdown.table(
         [
             "id",
             "what",

@@ -57,7 +57,9 @@ def batch_media_groups(ctx: StageContext) -> list[MediaGroup]:
 
 class MediaLandStage(Stage):
     name = "media_land"
-    code_version = "media-land-v4"
+    code_version = (
+        "media-land-v5"  # v5: bounded tar decoding, gzip tars keep their last sample, member checks
+    )
     upstream = None
     description = (
         "Media files, tars and media JSONL -> image/audio samples with their text; media bytes into the CAS."

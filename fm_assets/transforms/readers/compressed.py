@@ -1,7 +1,8 @@
 """Bounded-memory decoded byte streams over plain, gzip and zstd files.
 
 Every codec failure surfaces as ``ArchiveError`` carrying a reject reason. Each archive is first
-decoded once with the output discarded (bounded memory), because corruption can decode into
+decoded once with the output discarded (bounded memory, and bounded size and ratio: a decompression bomb is
+``archive_bomb`` before any record of it is read, ``bounded.py``), because corruption can decode into
 plausible garbage long before the CRC/checksum check at the end notices: a corrupt archive then
 fails on the first read, while a truncated one streams its records up to the cut. python-zstandard's
 reader ends silently on a truncated frame, so zstd files are also checked by walking their frame and
@@ -20,8 +21,9 @@ from typing import BinaryIO, Protocol
 
 import zstandard
 
+from .bounded import DEFAULT_LIMITS, CountingReader, DecompressionBombError, GuardedReader
 from .detect import JSONL, JSONL_GZ, JSONL_ZST
-from .types import CORRUPT_FILE, TRUNCATED_ARCHIVE
+from .types import ARCHIVE_BOMB, CORRUPT_FILE, TRUNCATED_ARCHIVE
 
 READ_CHUNK = 1 << 20
 
@@ -34,19 +36,6 @@ class ArchiveError(Exception):
 
 class ByteStream(Protocol):
     def read(self, size: int) -> bytes: ...
-
-
-class _CountingReader:
-    """Passes reads through and counts the compressed bytes handed to the decoder."""
-
-    def __init__(self, fileobj: BinaryIO) -> None:
-        self._fileobj = fileobj
-        self.consumed = 0
-
-    def read(self, size: int = -1) -> bytes:
-        data = self._fileobj.read(size)
-        self.consumed += len(data)
-        return data
 
 
 def _gzip_reader(fileobj: BinaryIO) -> gzip.GzipFile:
@@ -90,7 +79,7 @@ class _CheckedStream:
         self._reader = _gzip_reader(fileobj) if self._is_gzip else _zstd_reader(fileobj)
 
     def read(self, size: int) -> bytes:
-        if self._problem is not None and self._problem.reason == CORRUPT_FILE:
+        if self._problem is not None and self._problem.reason in (CORRUPT_FILE, ARCHIVE_BOMB):
             raise self._problem
         data = _gzip_read(self._reader, size) if self._is_gzip else _zstd_read(self._reader, size)
         if not data and self._problem is not None:
@@ -105,12 +94,17 @@ def _verify(fileobj: BinaryIO, is_gzip: bool, compressed_size: int) -> ArchiveEr
         if problem is not None:
             return ArchiveError(*problem)
         fileobj.seek(0)
-    source = _CountingReader(fileobj)
+    source = CountingReader(fileobj)
     reader = _gzip_reader(source) if is_gzip else _zstd_reader(source)  # type: ignore[arg-type]
+    guard = GuardedReader(reader, source, DEFAULT_LIMITS, "gzip file" if is_gzip else "zstd file")
     decoded = 0
     try:
         while chunk := (_gzip_read(reader, READ_CHUNK) if is_gzip else _zstd_read(reader, READ_CHUNK)):
             decoded += len(chunk)
+            guard.position = decoded
+            guard.check()  # a bomb stops here, before a record of it is read
+    except DecompressionBombError as exc:
+        return ArchiveError(ARCHIVE_BOMB, str(exc))
     except ArchiveError as exc:
         exc.args = (f"{exc.args[0]} (after {decoded} decoded bytes)",)
         return exc

@@ -12,8 +12,9 @@ Three ways to deliver image-text and audio-text samples, one rule each:
 
 Everything here is claimed by the media chain (``media_claims``); the text ``land`` stage records those files
 as media instead of reading them as documents. Readers never raise for bad content: a sample without its
-media or its text, an unreadable caption or a truncated tar is a ``MediaProblem`` with a reason, and the
-samples before a break still come out. Memory holds one sample's members at a time.
+media or its text, an unreadable caption, a truncated tar, a decompression bomb, an unsafe member name or a
+link member is a ``MediaProblem`` with a reason, and the samples before a break still come out. Memory holds
+one sample's members at a time, never more than ``DecompressionLimits.max_member_bytes``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,14 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
+from .bounded import (
+    ARCHIVE_BOMB,
+    CODEC_ERRORS,
+    DEFAULT_LIMITS,
+    DecompressionBombError,
+    DecompressionLimits,
+    open_guarded,
+)
 from .media_types import (
     AUDIO,
     MEDIA_JSONL_SUFFIX,
@@ -45,6 +54,9 @@ MISSING_TRANSCRIPT = "missing_transcript"
 UNREADABLE_TEXT = "unreadable_text"
 MALFORMED_JSON = "malformed_json"
 TRUNCATED_ARCHIVE = "truncated_archive"
+UNSAFE_MEMBER_NAME = "unsafe_member_name"  # a tar member named absolute or with '..'
+LINK_MEMBER = "link_member"  # the sample's media or text was a link (or device) member, skipped
+MEMBER_TOO_LARGE = "member_too_large"  # a member (or a sample's members) above DecompressionLimits
 
 GroupKind = Literal["files", "tar", "jsonl"]
 
@@ -226,13 +238,24 @@ def _tar_key(name: str) -> tuple[str, str]:
     return str(path.parent / stem) if str(path.parent) != "." else stem, ext.lower()
 
 
-def _tar_sample(path: str, key: str, index: int, members: dict[str, bytes]) -> MediaItem | MediaProblem:
+def _tar_sample(
+    path: str, key: str, index: int, members: dict[str, bytes], skipped: dict[str, dict[str, Any]]
+) -> MediaItem | MediaProblem:
+    """The sample of one key's members; ``skipped`` holds the members not read (links, oversized) by extension."""
     origin = f"{path}#{key}"
+    too_large = {ext: info for ext, info in skipped.items() if info["type"] == "too_large"}
+    if too_large:
+        return MediaProblem(key, index, origin, MEMBER_TOO_LARGE, {"members": [i["member"] for i in too_large.values()],
+                                                                   "bytes": [i["bytes"] for i in too_large.values()]})  # fmt: skip
     media_ext = next((e for e in members if modality_of(e.rsplit(".", 1)[-1])), None)
+    text_ext = next((e for e in TEXT_EXTENSIONS if e in members), None)
+    if (media_ext is None or text_ext is None) and skipped:  # what is missing was a link: say so
+        return MediaProblem(
+            key, index, origin, LINK_MEMBER, {"skipped": list(skipped.values()), "members": sorted(members)}
+        )
     if media_ext is None:
         return MediaProblem(key, index, origin, MISSING_MEDIA, {"members": sorted(members)})
     ext = media_ext.rsplit(".", 1)[-1]
-    text_ext = next((e for e in TEXT_EXTENSIONS if e in members), None)
     if text_ext is None:
         return MediaProblem(key, index, origin, _missing_text_reason(ext), {"members": sorted(members)})
     text, problem = text_from_companion(text_ext, members[text_ext])
@@ -243,40 +266,82 @@ def _tar_sample(path: str, key: str, index: int, members: dict[str, bytes]) -> M
     return MediaItem(key, index, origin, ext, members[media_ext], text)
 
 
-def _has_end_marker(local: Path, end: int) -> bool:
-    """Whether the tar ends with its end-of-archive marker (two zero blocks) after offset ``end``: ``tarfile``
-    reads a tar cut at a member boundary as a shorter, complete one."""
-    with open(local, "rb") as handle:
-        handle.seek(end)
-        marker = handle.read(1024)
-    return len(marker) == 1024 and not marker.strip(b"\0")
+def unsafe_member_name(name: str) -> str | None:
+    """Why a tar member name cannot be a sample key (absolute, ``..``, empty, backslashes), else None."""
+    if not name.strip("/").strip():
+        return "empty name"
+    if name.startswith("/") or "\\" in name or "\0" in name:
+        return "absolute path or backslash"
+    if ".." in PurePosixPath(name).parts:
+        return "a '..' component"
+    return None
 
 
-def iter_tar_samples(path: str, local: Path) -> Iterator[MediaItem | MediaProblem]:
-    """Samples of a landed tar in member order (consecutive members with one key form a sample)."""
+def _skipped_member(member: tarfile.TarInfo) -> dict[str, Any]:
+    kind = "symlink" if member.issym() else "hardlink" if member.islnk() else "special_file"
+    return {"member": member.name, "type": kind, "target": member.linkname}
+
+
+def iter_tar_samples(
+    path: str, local: Path, limits: DecompressionLimits = DEFAULT_LIMITS
+) -> Iterator[MediaItem | MediaProblem]:
+    """Samples of a landed tar in member order (consecutive members with one key form a sample).
+
+    The tar may be compressed (gzip, bzip2, xz, zstd: chosen by its leading bytes); it is streamed through
+    ``bounded.open_guarded`` (size and ratio caps: ``archive_bomb``), a member or sample larger than
+    ``limits.max_member_bytes`` is not read (``member_too_large``), an unsafe member name is its own reject
+    (``unsafe_member_name``), and a sample whose media or text was a link says so (``link_member``)."""
     index = 0
     key: str | None = None
     members: dict[str, bytes] = {}
-    try:
-        with tarfile.open(local, "r|*") as tar:
-            for member in tar:
-                if not member.isfile():
-                    continue
-                member_key, ext = _tar_key(member.name)
-                if key is not None and member_key != key:
-                    yield _tar_sample(path, key, index, members)
-                    index += 1
-                    members = {}
-                key = member_key
-                handle = tar.extractfile(member)
-                members[ext] = handle.read() if handle is not None else b""
-            end = tar.offset
-    except (tarfile.TarError, EOFError, OSError) as exc:
-        yield MediaProblem(
-            key or "", index, path, TRUNCATED_ARCHIVE, {"error": str(exc), "samples_read": index}
-        )
-        return
-    if not _has_end_marker(local, end):  # the last sample may be cut short: keep none of it
+    skipped: dict[str, dict[str, Any]] = {}
+    sample_bytes = 0
+    with open_guarded(local, limits) as stream:
+        try:
+            with tarfile.open(fileobj=stream, mode="r|") as tar:  # type: ignore[call-overload]
+                for member in tar:
+                    if member.isdir():
+                        continue
+                    why = unsafe_member_name(member.name)
+                    if why is not None:
+                        if key is not None:
+                            yield _tar_sample(path, key, index, members, skipped)
+                            index += 1
+                        key, members, skipped, sample_bytes = None, {}, {}, 0
+                        yield MediaProblem(member.name[:200], index, f"{path}#{member.name[:200]}",
+                                           UNSAFE_MEMBER_NAME, {"member": member.name[:1000], "why": why})  # fmt: skip
+                        index += 1
+                        continue
+                    member_key, ext = _tar_key(member.name)
+                    if key is not None and member_key != key:
+                        yield _tar_sample(path, key, index, members, skipped)
+                        index += 1
+                        members, skipped, sample_bytes = {}, {}, 0
+                    key = member_key
+                    if not member.isfile():
+                        skipped[ext] = _skipped_member(member)
+                        continue
+                    if sample_bytes + member.size > limits.max_member_bytes:
+                        skipped[ext] = {"member": member.name, "type": "too_large", "bytes": member.size}
+                        continue  # never read: tarfile skips it through the guarded stream
+                    handle = tar.extractfile(member)
+                    members[ext] = handle.read() if handle is not None else b""
+                    sample_bytes += len(members[ext])
+                end = tar.offset
+            marker = stream.bytes_at(end, 1024)
+        except DecompressionBombError as exc:
+            yield MediaProblem(
+                key or "", index, path, ARCHIVE_BOMB, {"error": str(exc), "samples_read": index}
+            )
+            return
+        except (tarfile.TarError, *CODEC_ERRORS) as exc:
+            yield MediaProblem(
+                key or "", index, path, TRUNCATED_ARCHIVE, {"error": str(exc), "samples_read": index}
+            )
+            return
+    # tarfile reads a tar cut at a member boundary as a shorter complete one: the end-of-archive marker (two
+    # zero blocks, in the decoded stream) must follow, else the last sample may be cut short: keep none of it
+    if len(marker) != 1024 or marker.strip(b"\0"):
         yield MediaProblem(
             key or "",
             index,
@@ -286,7 +351,7 @@ def iter_tar_samples(path: str, local: Path) -> Iterator[MediaItem | MediaProble
         )
         return
     if key is not None:
-        yield _tar_sample(path, key, index, members)
+        yield _tar_sample(path, key, index, members, skipped)
 
 
 def iter_jsonl_samples(

@@ -17,6 +17,7 @@ EMPTY_FILE = "empty_file"
 RECORD_TOO_LARGE = "record_too_large"
 CORRUPT_FILE = "corrupt_file"
 UNSUPPORTED_FORMAT = "unsupported_format"
+ARCHIVE_BOMB = "archive_bomb"  # decodes past the size or compression-ratio cap (bounded.py)
 
 REJECT_REASONS = frozenset(
     {
@@ -29,6 +30,7 @@ REJECT_REASONS = frozenset(
         RECORD_TOO_LARGE,
         CORRUPT_FILE,
         UNSUPPORTED_FORMAT,
+        ARCHIVE_BOMB,
     }
 )
 
