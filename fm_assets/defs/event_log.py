@@ -29,7 +29,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from dagster._core.storage.event_log.base import EventHandlerFn
+from dagster._core.event_api import EventHandlerFn
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import (
     SQLITE_BUSY_TIMEOUT_SECONDS,
     SqliteEventLogStorage,
