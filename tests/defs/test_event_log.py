@@ -12,7 +12,7 @@ from dagster import DagsterEventType, DagsterInstance, EventLogEntry, job, op
 from dagster._core.utils import make_new_run_id
 
 from fm_assets.defs.event_log import LocalSqliteEventLogStorage
-from fm_assets.defs.instance import LEGACY_MINIMAL_CONFIG, runner_instance_config
+from fm_assets.defs.instance import LEGACY_MINIMAL_CONFIG, ensure_instance_config
 
 
 @op
@@ -29,7 +29,7 @@ def test_runs_are_recorded_and_readable_from_another_process(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
     (home / "dagster.yaml").write_text(LEGACY_MINIMAL_CONFIG)  # what older `fm run`s left: upgraded
-    runner_instance_config(home)
+    ensure_instance_config(home)
     with DagsterInstance.from_config(str(home)) as instance:
         assert isinstance(instance.event_log_storage, LocalSqliteEventLogStorage)
         result = tiny.execute_in_process(instance=instance)
@@ -66,7 +66,7 @@ def test_watch_delivers_a_runs_events_while_it_runs(tmp_path):
     The writer keeps its pooled connection open, so its commits stay in ``<run_id>.db-wal``; the watcher must
     see them there, while the run is running, not when a checkpoint or a page reload happens."""
     home = tmp_path / "home"
-    runner_instance_config(home)
+    ensure_instance_config(home)
     run_id = make_new_run_id()
     delivered: list[EventLogEntry] = []
 
@@ -94,5 +94,5 @@ def test_watch_delivers_a_runs_events_while_it_runs(tmp_path):
 
 def test_an_existing_user_config_is_kept(tmp_path):
     (tmp_path / "dagster.yaml").write_text("telemetry:\n  enabled: true\n")
-    runner_instance_config(tmp_path)
+    ensure_instance_config(tmp_path)
     assert (tmp_path / "dagster.yaml").read_text() == "telemetry:\n  enabled: true\n"
