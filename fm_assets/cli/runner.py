@@ -57,6 +57,8 @@ def run_batches(
     """Materialize every stage for ``batches`` (default: all complete ones); returns {batch: error} for failures."""
     from fm_assets.defs.build import build_definitions
     from fm_assets.defs.cli_runs import cli_run_tags
+    from fm_assets.defs.jobs import chain_asset_keys
+    from fm_assets.stages.batch_chains import batch_chains
     from fm_assets.stages.names import ALL_STAGE_NAMES
 
     console = console or Console(stderr=True)
@@ -75,7 +77,12 @@ def run_batches(
 
     job = defs.resolve_job_def("preprocess")
     failures: dict[str, str] = {}
-    with progress_view(console, len(wanted) * len(ALL_STAGE_NAMES)) as bar:
+    # issue 19: each batch runs only its own chains' steps (as the landing sensor requests them)
+    selections = {batch: chain_asset_keys(batch_chains(store, batch)) for batch in wanted}
+    steps = sum(
+        len([k for k in keys if k.to_user_string() in ALL_STAGE_NAMES]) for keys in selections.values()
+    )
+    with progress_view(console, steps) as bar:
 
         def on_event(event: str, stage: str, batch: str, info: dict[str, Any]) -> None:
             if event == "start":
@@ -88,6 +95,7 @@ def run_batches(
             for batch in wanted:
                 result = job.execute_in_process(
                     partition_key=batch,
+                    asset_selection=selections[batch],
                     instance=instance,
                     raise_on_error=False,
                     run_config=run_config(settings),

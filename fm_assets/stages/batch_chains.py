@@ -6,6 +6,7 @@ steps only, and a release of one chain never lists a batch of the other as held 
 from __future__ import annotations
 
 from fm_assets.engine.landing import BatchManifest, read_batch_manifest
+from fm_assets.engine.refs import set_batch_feeds
 from fm_assets.engine.store import ObjectStore
 from fm_assets.stages.names import CHAIN_NAMES
 from fm_assets.transforms.readers.media_samples import media_claims
@@ -24,3 +25,11 @@ def manifest_chains(manifest: BatchManifest) -> tuple[str, ...]:
 
 def batch_chains(store: ObjectStore, batch: str) -> tuple[str, ...]:
     return manifest_chains(read_batch_manifest(store, batch))
+
+
+def feeds_stage(store: ObjectStore, stage: str, batch: str) -> bool:
+    """Whether ``batch`` runs ``stage`` (cross-batch stages wait only for the earlier batches that do)."""
+    return any(stage in CHAIN_NAMES[chain] for chain in batch_chains(store, batch))
+
+
+set_batch_feeds(feeds_stage)
