@@ -19,10 +19,11 @@ RELEASE_RUN_TAG_VALUE = "release"
 
 preprocess_job = define_asset_job(
     "preprocess",
-    selection=AssetSelection.groups("preprocess", "multimodal")
+    selection=AssetSelection.groups(*CHAINS)  # the chain groups: text, media
     | AssetSelection.assets("tokenizer", "quality_model"),
     partitions_def=batch_partitions,
-    description="Run every preprocessing stage of both chains (text, multimodal) for one landing batch.",
+    description="Run the preprocessing stages of a landing batch's chains (text, media; the sensor and `fm run` "
+    "select the batch's own chains).",
 )
 release_job = define_asset_job(
     "release",

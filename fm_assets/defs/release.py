@@ -23,6 +23,7 @@ from dagster import (
 from fm_assets.compliance.namespaces import DEFAULT_NAMESPACE
 from fm_assets.datasets.media_release import assemble_media_release
 from fm_assets.datasets.release import assemble_releases
+from fm_assets.defs.conventions import ROW_COUNT
 from fm_assets.engine.hashing import stable_hash
 from fm_assets.engine.locks import store_lock
 
@@ -83,6 +84,7 @@ def dataset_release(context: AssetExecutionContext) -> MaterializeResult:
         metadata[f"{prefix}batches"] = len(card["batches"])
         # batches whose chain failed (or is stale) or whose licence is outside the policy are left out
         metadata[f"{prefix}held_back"] = MetadataValue.json(card["held_back"])
+    metadata[ROW_COUNT] = sum(r["card"]["rows"] for r in results.values() if "card" in r)  # every namespace
     return MaterializeResult(
         data_version=DataVersion(stable_hash(sorted(versions.items()))),
         metadata=metadata,
@@ -109,6 +111,7 @@ def media_dataset_release(context: AssetExecutionContext) -> MaterializeResult:
         metadata={
             "released": MetadataValue.json(result["released"]),
             "samples": sum(r["samples"] for r in result["released"]),
+            ROW_COUNT: sum(r["samples"] for r in result["released"]),
             "held_back": MetadataValue.json(result["held_back"]),
         },
         check_results=[held_back_result(result["held_back"])],

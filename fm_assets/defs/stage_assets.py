@@ -29,6 +29,7 @@ from dagster import (
     asset,
 )
 
+from fm_assets.defs.conventions import COLUMN_SCHEMA, ROW_COUNT, table_schema
 from fm_assets.defs.partitions import batch_partitions
 from fm_assets.engine import progress
 from fm_assets.engine.checks import evaluate_checks, stage_checks
@@ -93,11 +94,9 @@ def _metadata_value(value: Any) -> Any:
     return value
 
 
-def build_stage_asset(
-    stage: Stage, pipeline_version: str, group_name: str = "preprocess"
-) -> AssetsDefinition:
-    """The partitioned asset of ``stage`` in ``group_name`` (``preprocess``: the text chain; ``multimodal``:
-    the media chain), with the stage's checks as asset checks."""
+def build_stage_asset(stage: Stage, pipeline_version: str, group_name: str) -> AssetsDefinition:
+    """The partitioned asset of ``stage`` in ``group_name`` (its chain: ``text`` or ``media``), with the
+    stage's checks as asset checks and its output schema as the column schema."""
     specs = [
         AssetCheckSpec(
             check.name,
@@ -121,6 +120,7 @@ def build_stage_asset(
         required_resource_keys={"store", "pipeline", *STAGE_RESOURCES},
         kinds={stage.kind},
         pool="spark" if stage.kind == "spark" else None,
+        metadata={COLUMN_SCHEMA: table_schema(stage.output_schema)},
     )
     def _stage_asset(context: AssetExecutionContext) -> MaterializeResult:
         batch = context.partition_key
@@ -160,6 +160,7 @@ def build_stage_asset(
         return MaterializeResult(
             data_version=DataVersion(outcome.data_version),
             metadata={
+                ROW_COUNT: counts.records_out,
                 "cache_hit": outcome.cache_hit,
                 "stage_key": outcome.key,
                 "path": MetadataValue.path(store.uri(outcome.prefix)),

@@ -76,8 +76,8 @@ def test_asset_graph_backfill_and_partitioned_checks_in_the_ui(
         ]["locationEntries"]
     ]
 
-    # 1. the asset graph of the preprocess group shows every stage
-    page.goto(f"{stack.url}/locations/{location}/asset-groups/preprocess/lineage")
+    # 1. the asset graph of the text group (the text chain) shows every stage
+    page.goto(f"{stack.url}/locations/{location}/asset-groups/text/lineage")
     for stage in STAGE_NAMES:
         expect(page.get_by_text(stage, exact=True).first).to_be_visible()
     shots.take(page, "asset-graph")
