@@ -4,6 +4,8 @@ every stage's output; the loaded Definitions are what the UI and `dg`-style tool
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pyarrow as pa
 from dagster import TableSchema
 
@@ -43,3 +45,13 @@ def test_chain_names_are_group_names_and_stages_carry_their_schema(tmp_path) -> 
             assert isinstance(schema, TableSchema)
             assert isinstance(stage.output_schema, pa.Schema)
             assert [c.name for c in schema.columns] == stage.output_schema.names, stage.name
+
+
+def test_the_local_code_location_is_named_as_in_dagster_cloud() -> None:
+    import yaml
+    from dagster._core.workspace.load import location_origins_from_yaml_paths
+
+    repo = Path(__file__).resolve().parents[2]
+    (local,) = location_origins_from_yaml_paths([str(repo / "workspace.yaml")])
+    (cloud,) = yaml.safe_load((repo / "dagster_cloud.yaml").read_text())["locations"]
+    assert local.location_name == cloud["location_name"] == "fm-data-platform"
