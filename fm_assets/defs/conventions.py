@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import pyarrow as pa
 from dagster import AssetsDefinition, AssetSpec, TableColumn, TableSchema
 
 OWNER = "team:data-platform"
@@ -31,11 +32,8 @@ STORAGE_KINDS: dict[str, set[str]] = {
 }
 
 
-def table_schema(schema: object) -> TableSchema:
+def table_schema(schema: pa.Schema) -> TableSchema:
     """A pyarrow schema as Dagster's column schema (name and Arrow type per column)."""
-    import pyarrow as pa
-
-    assert isinstance(schema, pa.Schema)
     return TableSchema(columns=[TableColumn(field.name, str(field.type)) for field in schema])
 
 
