@@ -50,6 +50,11 @@ def test_a_media_batch_and_a_text_batch_each_run_their_own_chain(fm_env, real_sa
         for stage, batch in (("land", text_batch), ("shard", text_batch), ("media_land", media_batch)):
             events = instance.fetch_materializations(AssetKey(stage), limit=10).records
             assert [e.partition_key for e in events] == [batch], (stage, [e.partition_key for e in events])
+            # the standard row count: what the stage's own accounting says it wrote
+            materialization = events[0].asset_materialization
+            assert materialization is not None
+            row = next(r for r in rows if r["batch"] == batch and r["stage"] == stage)
+            assert materialization.metadata["dagster/row_count"].value == row["records_out"] > 0
 
     # neither release lists the other chain's batch as held back
     cards = [json.loads(p.read_text()) for p in root.glob("datasets/*/*/card.json")]
