@@ -5,7 +5,7 @@ steps only, and a release of one chain never lists a batch of the other as held 
 
 from __future__ import annotations
 
-from fm_assets.engine.landing import BatchManifest, read_batch_manifest
+from fm_assets.engine.landing import BatchManifest, LandingError, read_batch_manifest
 from fm_assets.engine.refs import set_batch_feeds
 from fm_assets.engine.store import ObjectStore
 from fm_assets.stages.names import CHAIN_NAMES
@@ -28,8 +28,16 @@ def batch_chains(store: ObjectStore, batch: str) -> tuple[str, ...]:
 
 
 def feeds_stage(store: ObjectStore, stage: str, batch: str) -> bool:
-    """Whether ``batch`` runs ``stage`` (cross-batch stages wait only for the earlier batches that do)."""
-    return any(stage in CHAIN_NAMES[chain] for chain in batch_chains(store, batch))
+    """Whether ``batch`` runs ``stage`` (cross-batch stages wait only for the earlier batches that do); a
+    stage of no chain (a test's own) keeps the engine's rule: every earlier batch."""
+    chains = [chain for chain, names in CHAIN_NAMES.items() if stage in names]
+    if not chains:
+        return True
+    try:
+        fed = batch_chains(store, batch)
+    except LandingError:  # an unreadable landing: waited for, as before (its own run names the problem)
+        return True
+    return any(chain in fed for chain in chains)
 
 
 set_batch_feeds(feeds_stage)
