@@ -99,7 +99,9 @@ def test_poor_batch_is_held_back_and_the_good_one_released(fm_env, real_sample, 
     (materialization,) = result.asset_materializations_for_node("dataset_release")
     assert materialization.metadata["held_back"].value == card["held_back"]
     # the held-back batch is a failed (WARN) check on the release, not only metadata and a log line
-    (check,) = result.get_asset_check_evaluations()
+    (check,) = [
+        c for c in result.get_asset_check_evaluations() if c.asset_key.to_user_string() == "dataset_release"
+    ]
     assert check.check_name == "no_batch_held_back" and not check.passed
     assert check.severity == AssetCheckSeverity.WARN
     assert [h["batch"] for h in check.metadata["held_back"].value] == [poor_batch]
