@@ -153,12 +153,13 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         print_summary(console, _store(settings), args.batches or None)
     for batch, message in failures.items():
         console.print(f"[red]batch {batch} failed: {message}[/red]", highlight=False)
+    held_back = []
     if not args.no_release and "<release>" not in failures and set(wanted) - set(failures):
-        _report_held_back(settings)
+        held_back = _report_held_back(settings)
         from fm_assets.cli.revoke import complete_pending
 
         complete_pending(settings, _store(settings), console)  # an `fm revoke` killed part-way
-    return 1 if failures else 0
+    return 1 if failures or held_back else 0  # a held-back batch is a non-zero exit, as documented
 
 
 def _processable(settings: Settings, named: list[str], landed: list[str]) -> list[str] | None:
@@ -187,8 +188,9 @@ def _processable(settings: Settings, named: list[str], landed: list[str]) -> lis
     return wanted
 
 
-def _report_held_back(settings: Settings) -> None:
-    """Name the batches the release just written left out, and why (they are in its card's 'held_back')."""
+def _report_held_back(settings: Settings) -> list[dict[str, str]]:
+    """Name the batches the release just written left out, and why (they are in its card's 'held_back');
+    returns them."""
     from fm_assets.datasets.release import latest_held_back
 
     held_back = latest_held_back(_store(settings), settings.dataset_name)
@@ -199,6 +201,7 @@ def _report_held_back(settings: Settings) -> None:
         )
     for entry in held_back:
         console.print(f"[yellow]  held back {entry['batch']}: {entry['reason']}[/yellow]", highlight=False)
+    return held_back
 
 
 def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
@@ -283,8 +286,17 @@ def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
                 checks,
             )
         out.print(table)
-    if audit["failed_checks"]:
-        console.print(f"[yellow]failed checks: {', '.join(audit['failed_checks'])}[/yellow]")
+    # issue 19: blocking failures (held back) apart from warnings
+    if audit["failed_blocking_checks"]:
+        console.print(
+            f"[red]failed blocking checks (held back): {', '.join(audit['failed_blocking_checks'])}[/red]",
+            highlight=False,
+        )
+    if audit["failed_warning_checks"]:
+        console.print(
+            f"[yellow]failed warning-level checks: {', '.join(audit['failed_warning_checks'])}[/yellow]",
+            highlight=False,
+        )
     for finding in audit["integrity"]["findings"]:
         console.print(f"[red]damaged since its checks ran: {finding['path']} {finding['problem']}[/red]")
     _print_compliance(audit["compliance"])

@@ -16,12 +16,15 @@ from fm_assets.settings import Settings
 
 def dagster_instance(settings: Settings) -> DagsterInstance:
     """The persistent instance in ``settings.instance_home`` (``$DAGSTER_HOME`` or ``<root>/dagster_home``),
-    shared with ``dagster dev`` and the daemon."""
-    from fm_assets.defs.instance import runner_instance_config
+    shared with ``dagster dev`` and the daemon: the same config whichever command runs first (issue 19)."""
+    from fm_assets.defs.cli_runs import reclaim_dead_cli_runs
+    from fm_assets.defs.instance import ensure_instance_config
 
     home = settings.instance_home
-    runner_instance_config(home)
-    return DagsterInstance.from_config(str(home))
+    ensure_instance_config(home)
+    instance = DagsterInstance.from_config(str(home))
+    reclaim_dead_cli_runs(instance)  # runs of a killed `fm run`: failed, their pool slots freed
+    return instance
 
 
 def run_config(settings: Settings) -> dict[str, Any]:
@@ -53,6 +56,9 @@ def run_batches(
 ) -> dict[str, str]:
     """Materialize every stage for ``batches`` (default: all complete ones); returns {batch: error} for failures."""
     from fm_assets.defs.build import build_definitions
+    from fm_assets.defs.cli_runs import cli_run_tags
+    from fm_assets.defs.jobs import chain_asset_keys
+    from fm_assets.stages.batch_chains import batch_chains
     from fm_assets.stages.names import ALL_STAGE_NAMES
 
     console = console or Console(stderr=True)
@@ -71,7 +77,12 @@ def run_batches(
 
     job = defs.resolve_job_def("preprocess")
     failures: dict[str, str] = {}
-    with progress_view(console, len(wanted) * len(ALL_STAGE_NAMES)) as bar:
+    # issue 19: each batch runs only its own chains' steps (as the landing sensor requests them)
+    selections = {batch: chain_asset_keys(batch_chains(store, batch)) for batch in wanted}
+    steps = sum(
+        len([k for k in keys if k.to_user_string() in ALL_STAGE_NAMES]) for keys in selections.values()
+    )
+    with progress_view(console, steps) as bar:
 
         def on_event(event: str, stage: str, batch: str, info: dict[str, Any]) -> None:
             if event == "start":
@@ -90,9 +101,11 @@ def run_batches(
             ):  # id order: an earlier batch is never left waiting behind a later one
                 result = job.execute_in_process(
                     partition_key=batch,
+                    asset_selection=selections[batch],
                     instance=instance,
                     raise_on_error=False,
                     run_config=run_config(settings),
+                    tags=cli_run_tags(),  # issue 19: which process runs it (see defs/cli_runs.py)
                 )
                 if not result.success:
                     failures[batch] = _failure_message(result)
@@ -101,7 +114,10 @@ def run_batches(
             if release and set(landed) - set(failures):
                 bar.describe("dataset release")
                 result = defs.resolve_job_def("release").execute_in_process(
-                    instance=instance, raise_on_error=False, run_config=run_config(settings)
+                    instance=instance,
+                    raise_on_error=False,
+                    run_config=run_config(settings),
+                    tags=cli_run_tags(),  # issue 19: which process runs it (see defs/cli_runs.py)
                 )
                 if not result.success:
                     failures["<release>"] = _failure_message(result)

@@ -22,6 +22,7 @@ from fm_assets.engine.hashing import stable_hash
 from fm_assets.engine.landing import list_complete_batches, read_batch_manifest
 from fm_assets.engine.refs import read_success
 from fm_assets.engine.store import ObjectStore
+from fm_assets.stages.batch_chains import batch_chains
 from fm_assets.stages.registry import MEDIA_STAGES
 from fm_loader.media.manifest import MediaManifest
 
@@ -46,6 +47,8 @@ def assemble_media_release(store: ObjectStore, name: str) -> dict[str, Any]:
     current: list[str] = []
     policy = load_policy(store)
     for batch in list_complete_batches(store):
+        if "media" not in batch_chains(store, batch):
+            continue  # a text-only batch is not held back from the media releases: it was never in them
         reason = media_held_back_reason(store, batch, policy)
         if reason is None:
             current.append(batch)

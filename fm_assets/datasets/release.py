@@ -36,6 +36,7 @@ from fm_assets.engine.landing import (
 from fm_assets.engine.refs import batches_with_ref, read_failure, read_ref, read_success
 from fm_assets.engine.stage import Stage
 from fm_assets.engine.store import ObjectStore
+from fm_assets.stages.batch_chains import batch_chains
 from fm_assets.stages.registry import TEXT_STAGES
 from fm_loader.manifest import DatasetManifest
 
@@ -121,11 +122,14 @@ def latest_held_back(store: ObjectStore, name: str) -> list[dict[str, str]]:
 
 
 def namespace_candidates(store: ObjectStore) -> dict[str, list[str]]:
-    """Release namespace -> the batches (landed or with shards) whose effective namespace it is. Quarantine
-    batches without a promotion belong to none: they are never released."""
+    """Release namespace -> the text batches (landed or with shards) whose effective namespace it is.
+    Quarantine batches without a promotion belong to none: they are never released; batches without text
+    (``batch_chains``) are the media releases' only."""
     found: dict[str, list[str]] = {namespace: [] for namespace in RELEASE_NAMESPACES}
     for batch in sorted(set(batches_with_ref(store, "shard")) | set(list_complete_batches(store))):
         try:
+            if "text" not in batch_chains(store, batch):
+                continue  # a media-only batch is not held back from the text release: it was never in it
             namespace = effective_namespace(store, batch).name
         except (
             LandingError,

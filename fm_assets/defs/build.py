@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dagster import Definitions, ExecutorDefinition, in_process_executor
 
+from fm_assets.defs.conventions import with_conventions
 from fm_assets.defs.jobs import preprocess_job, release_job
 from fm_assets.defs.release import dataset_release, media_dataset_release
 from fm_assets.defs.resources import build_resources
@@ -16,13 +17,16 @@ from fm_assets.settings import Settings, load_settings
 from fm_assets.stages.registry import CHAINS, chain_code_version, check_chain
 
 check_chain()
-# each chain is one asset group on the same partitions; both are in the preprocess job
-CHAIN_GROUPS = {"text": "preprocess", "media": "multimodal"}
+# each chain is one asset group named like the chain (text, media) on the same partitions; both are in the
+# preprocess job, and a batch runs only its own chains' assets (jobs.chain_asset_keys)
 STAGE_ASSETS = [
-    build_stage_asset(stage, chain_code_version(chain), CHAIN_GROUPS[chain])
+    with_conventions(build_stage_asset(stage, chain_code_version(chain), chain), "stage", chain)
     for chain, stages in CHAINS.items()
     for stage in stages
 ]
+SIDE_INPUTS = [with_conventions(a, "side_input") for a in SIDE_INPUT_ASSETS]
+RELEASES = [with_conventions(a, "release") for a in (dataset_release, media_dataset_release)]
+VIEWS = [with_conventions(a, "view") for a in VIEW_ASSETS]
 
 
 def build_definitions(settings: Settings | None = None) -> Definitions:
@@ -42,7 +46,7 @@ def build_definitions(settings: Settings | None = None) -> Definitions:
         executor = k8s_job_executor
     return Definitions(
         executor=executor,
-        assets=[*STAGE_ASSETS, *SIDE_INPUT_ASSETS, dataset_release, media_dataset_release, *VIEW_ASSETS],
+        assets=[*STAGE_ASSETS, *SIDE_INPUTS, *RELEASES, *VIEWS],
         jobs=[preprocess_job, release_job],
         sensors=[landing_batch_sensor, release_after_preprocess],
         resources=build_resources(settings),

@@ -1,9 +1,10 @@
-"""The local Dagster instance config: installs ``deploy/local/dagster.yaml`` (run queue, pools, SQLite under
-``$DAGSTER_HOME``, telemetry off) into a ``DAGSTER_HOME`` that has none, and creates its SQLite storage (a
-daemon and a webserver started together on an empty folder would both run the schema migration and can
-leave two alembic heads behind).
+"""The local Dagster instance config: installs ``deploy/local/dagster.yaml`` (run queue, pools, run
+monitoring, SQLite under ``$DAGSTER_HOME``, telemetry off) into a ``DAGSTER_HOME`` that has none, and creates
+its SQLite storage (a daemon and a webserver started together on an empty folder would both run the schema
+migration and can leave two alembic heads behind).
 
-``python -m fm_assets.defs.instance [DAGSTER_HOME]`` is what ``make ui`` runs before ``dagster dev``.
+``python -m fm_assets.defs.instance [DAGSTER_HOME]`` is what ``make ui`` runs before ``dagster dev``; `fm run`
+(and so `make demo`) installs the same file, so whichever command runs first the instance is the same.
 """
 
 from __future__ import annotations
@@ -16,15 +17,11 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 LOCAL_INSTANCE_TEMPLATE = Path(__file__).resolve().parents[2] / "deploy" / "local" / "dagster.yaml"
-# what `fm run` used to write into a fresh DAGSTER_HOME; it carries no choice of the user's, so it is replaced
-LEGACY_MINIMAL_CONFIG = "telemetry:\n  enabled: false\n"
-
-
 HOME_PLACEHOLDER = "__DAGSTER_HOME__"
-# what `fm run` writes into a DAGSTER_HOME that has no config: no run queue or pools (an in-process run needs
-# neither, and a pool slot held by a killed run would block the next one until a daemon frees it), the fast
-# local event log
-RUNNER_CONFIG = f"""telemetry:
+# what older `fm run`s wrote into a fresh DAGSTER_HOME (no run queue, no pools, no run monitoring): they carry
+# no choice of the user's, so the full config replaces them whichever command comes next
+LEGACY_MINIMAL_CONFIG = "telemetry:\n  enabled: false\n"
+LEGACY_RUNNER_CONFIG = f"""telemetry:
   enabled: false
 event_log_storage:
   module: fm_assets.defs.event_log
@@ -39,29 +36,29 @@ def render_instance_config(template: Path | str, home: Path) -> str:
     return text.replace(HOME_PLACEHOLDER, str(home))
 
 
-def runner_instance_config(home: str | Path) -> Path:
-    """``home/dagster.yaml`` for `fm run` unless one exists (a user's, or the UI's from ``make ui``)."""
-    home = Path(home).expanduser().resolve()
-    home.mkdir(parents=True, exist_ok=True)
-    config = home / "dagster.yaml"
-    if not config.exists() or config.read_text() == LEGACY_MINIMAL_CONFIG:
-        config.write_text(render_instance_config(RUNNER_CONFIG, home))
-    return config
+def is_replaceable(config: Path, home: Path) -> bool:
+    """Whether ``config`` is missing or one of the configs older `fm run`s generated (never a user's file)."""
+    if not config.exists():
+        return True
+    text = config.read_text()
+    return text in (LEGACY_MINIMAL_CONFIG, render_instance_config(LEGACY_RUNNER_CONFIG, home))
 
 
 def ensure_instance_config(home: str | Path, template: Path = LOCAL_INSTANCE_TEMPLATE) -> Path:
     """``home/dagster.yaml`` from ``template`` unless the user already has their own, and the instance's
-    storage created; returns the config's path."""
+    storage created; returns the config's path. Every command that opens the local instance calls this
+    (`make ui`, `fm run`, `make demo`), so the instance has the same run queue, pools and run monitoring
+    whichever of them runs first."""
     from dagster import DagsterInstance
 
     home = Path(home).expanduser().resolve()
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
-    if config.exists() and config.read_text() != LEGACY_MINIMAL_CONFIG:
-        log.info("keeping the existing instance config %s", config)
-    else:
+    if is_replaceable(config, home):
         config.write_text(render_instance_config(template, home))
         log.info("installed the local instance config %s from %s", config, template)
+    else:
+        log.info("keeping the existing instance config %s", config)
     with DagsterInstance.from_config(str(home)):  # creates the SQLite storage before any daemon or webserver
         pass
     return config

@@ -30,11 +30,12 @@ from dagster import (
 )
 
 from fm_assets.compliance.namespaces import split_by_review
-from fm_assets.defs.jobs import preprocess_job, release_job
+from fm_assets.defs.jobs import chain_asset_keys, preprocess_job, release_job
 from fm_assets.defs.partitions import BATCH_PARTITIONS_NAME, batch_partitions
 from fm_assets.defs.resources.object_store import ObjectStoreResource
 from fm_assets.engine.identifiers import is_identifier
 from fm_assets.engine.store import ObjectStore
+from fm_assets.stages.batch_chains import batch_chains
 
 LANDING_INTERVAL_SECONDS = 30
 RELEASE_INTERVAL_SECONDS = 15
@@ -157,7 +158,12 @@ def landing_batch_sensor(context: SensorEvaluationContext, store: ObjectStoreRes
     cursor.review = split.awaiting_review
     return SensorResult(
         run_requests=[
-            RunRequest(partition_key=batch, run_key=landing_run_key(batch)) for batch in split.processable
+            RunRequest(
+                partition_key=batch,
+                run_key=landing_run_key(batch),
+                asset_selection=chain_asset_keys(batch_chains(store.store(), batch)),  # its own chain's steps
+            )
+            for batch in split.processable
         ],
         dynamic_partitions_requests=[batch_partitions.build_add_request(scan.new)] if scan.new else [],
         cursor=cursor.dump(),

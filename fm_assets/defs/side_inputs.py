@@ -4,14 +4,20 @@ pinned by sha256) and the blocklists and eval registry (observable sources: thei
 The tokenizer trains on the earliest landed batch's curated text; until that exists it waits and retries
 like a stage waiting for earlier batches (``stage_assets.retry_when_pending``)."""
 
+import warnings
+from collections.abc import Callable
+
 from dagster import (
     AssetExecutionContext,
+    AssetsDefinition,
+    AssetSpec,
+    BetaWarning,
     DataVersion,
     MaterializeResult,
     MetadataValue,
     ObserveResult,
     asset,
-    observable_source_asset,
+    multi_observable_source_asset,
 )
 
 from fm_assets.defs.resources.object_store import ObjectStoreResource
@@ -55,8 +61,26 @@ def tokenizer(
     )
 
 
-@observable_source_asset(
-    group_name="side_inputs", description="Blocklists (FM_BLOCKLIST_FILE); version = content."
+def observable_source(spec: AssetSpec) -> Callable[[Callable[..., ObserveResult]], AssetsDefinition]:
+    """An observable source asset from a full ``AssetSpec`` (owners, kinds, tags like every other asset; a
+    ``SourceAsset`` has no owners or kinds). Dagster marks the decorator beta: its warning is silenced here,
+    where the decorator is applied once at import, so it does not reach every command's stderr."""
+
+    def decorate(fn: Callable[..., ObserveResult]) -> AssetsDefinition:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", BetaWarning)
+            return multi_observable_source_asset(specs=[spec])(fn)
+
+    return decorate
+
+
+@observable_source(
+    AssetSpec(
+        "blocklists",
+        group_name="side_inputs",
+        description="Blocklists (FM_BLOCKLIST_FILE); version = content.",
+        kinds={"json"},
+    )
 )
 def blocklists(blocklists: BlocklistsResource) -> ObserveResult:
     lists = blocklists.load()
@@ -71,10 +95,14 @@ def blocklists(blocklists: BlocklistsResource) -> ObserveResult:
     )
 
 
-@observable_source_asset(
-    group_name="side_inputs",
-    description="Benchmarks decontaminate guards against (HumanEval, lm-eval few-shot sets, bundled and user "
-    "passages), each hashed; version = the n-gram index fingerprint.",
+@observable_source(
+    AssetSpec(
+        "eval_registry",
+        group_name="side_inputs",
+        description="Benchmarks decontaminate guards against (HumanEval, lm-eval few-shot sets, bundled and "
+        "user passages), each hashed; version = the n-gram index fingerprint.",
+        kinds={"json"},
+    )
 )
 def eval_registry(eval_registry: EvalRegistryResource) -> ObserveResult:
     index = eval_registry.index()

@@ -32,6 +32,7 @@ from dagster import (
     asset,
 )
 
+from fm_assets.defs.conventions import COLUMN_SCHEMA, ROW_COUNT, table_schema
 from fm_assets.defs.partitions import batch_partitions
 from fm_assets.engine import progress
 from fm_assets.engine.checks import CheckOutcome, stage_checks
@@ -131,11 +132,9 @@ def _metadata_value(value: Any) -> Any:
     return value
 
 
-def build_stage_asset(
-    stage: Stage, pipeline_version: str, group_name: str = "preprocess"
-) -> AssetsDefinition:
-    """The partitioned asset of ``stage`` in ``group_name`` (``preprocess``: the text chain; ``multimodal``:
-    the media chain), with the stage's checks as asset checks."""
+def build_stage_asset(stage: Stage, pipeline_version: str, group_name: str) -> AssetsDefinition:
+    """The partitioned asset of ``stage`` in ``group_name`` (its chain: ``text`` or ``media``), with the
+    stage's checks as asset checks and its output schema as the column schema."""
     specs = [
         AssetCheckSpec(
             check.name,
@@ -159,6 +158,7 @@ def build_stage_asset(
         required_resource_keys={"store", "pipeline", *STAGE_RESOURCES},
         kinds={stage.kind},
         pool="spark" if stage.kind == "spark" else None,
+        metadata={COLUMN_SCHEMA: table_schema(stage.output_schema)},
     )
     def _stage_asset(context: AssetExecutionContext) -> MaterializeResult:
         batch = check_batch_id(context.partition_key)  # a key added by hand (UI, API) is a path component too
@@ -183,6 +183,7 @@ def build_stage_asset(
         return MaterializeResult(
             data_version=DataVersion(outcome.data_version),
             metadata={
+                ROW_COUNT: counts.records_out,
                 "cache_hit": outcome.cache_hit,
                 "stage_key": outcome.key,
                 "path": MetadataValue.path(store.uri(outcome.prefix)),

@@ -38,6 +38,7 @@ from fm_assets.datasets.views import (
     sync_curated_namespaces,
     write_documents_lance_namespaces,
 )
+from fm_assets.defs.conventions import ROW_COUNT
 from fm_assets.engine.hashing import stable_hash
 
 
@@ -89,6 +90,7 @@ def curated_documents(context: AssetExecutionContext) -> MaterializeResult:
             }
         )
     version = stable_hash(sorted((ns, sync.data_version) for ns, sync in synced.items()))
+    metadata[ROW_COUNT] = sum(sync.rows for sync in synced.values())  # every namespace's table
     return MaterializeResult(
         data_version=DataVersion(version),
         metadata=metadata,
@@ -137,6 +139,7 @@ def documents_lance(context: AssetExecutionContext) -> MaterializeResult:
         version = results[DEFAULT_NAMESPACE]["inputs_version"]
     else:
         version = stable_hash(sorted((ns, r["inputs_version"]) for ns, r in results.items()))
+    metadata[ROW_COUNT] = sum(r["rows"] for r in results.values())
     return MaterializeResult(data_version=DataVersion(version), metadata=metadata)
 
 
@@ -167,6 +170,7 @@ def media_lance(context: AssetExecutionContext) -> MaterializeResult:
         metadata[f"{prefix}audio_uri"] = MetadataValue.path(uris["audio"])
         metadata[f"{prefix}images"] = result["image"]["rows"]
         metadata[f"{prefix}audio"] = result["audio"]["rows"]
+        metadata[ROW_COUNT] = metadata.get(ROW_COUNT, 0) + result["image"]["rows"] + result["audio"]["rows"]
     return MaterializeResult(
         data_version=DataVersion(stable_hash(sorted(versions.items()))), metadata=metadata
     )

@@ -12,7 +12,7 @@ The Dagster layer turns that into a bounded wait (``RetryRequested``); the engin
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from fm_assets.engine import layout
@@ -26,6 +26,16 @@ class MissingUpstreamError(RuntimeError):
 
 
 NAMED_BATCHES = 8  # batch ids spelled out in an EarlierBatchPending message (a backfill may miss thousands)
+
+# Whether batch B feeds stage S (``feeds(store, S, B)``): only those earlier batches are waited for. A batch
+# runs only its own chains' stages (a media-only batch has no text dedup output, ever), so the stages layer,
+# which knows the chains, plugs ``stages.batch_chains.feeds_stage`` in here; the engine alone waits for all.
+BatchFeeds = Callable[[ObjectStore, str, str], bool]
+_FEEDS: list[BatchFeeds] = []
+
+
+def set_batch_feeds(feeds: BatchFeeds) -> None:
+    _FEEDS[:] = [feeds]
 
 
 class EarlierBatchPending(RuntimeError):
@@ -153,6 +163,7 @@ def pending_earlier(store: ObjectStore, stage: str, batch: str) -> list[str]:
         and name not in have
         and store.exists(layout.batch_manifest(name))
         and not held_for_review(store, name)  # an unreviewed quarantine batch is not processed: never wait
+        and all(feeds(store, stage, name) for feeds in _FEEDS)  # a batch of another chain: never wait
     ]
 
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fm_assets.engine import layout
-from fm_assets.engine.checks import CheckOutcome, read_check_outcomes
+from fm_assets.engine.checks import CheckOutcome, read_check_outcomes, stage_checks
 from fm_assets.engine.landing import list_complete_batches, read_batch_manifest
 from fm_assets.engine.records import StageSuccess
 from fm_assets.engine.refs import read_ref, read_success_at
@@ -20,6 +20,16 @@ from fm_assets.engine.store import ObjectStore
 from fm_assets.reports import compliance_sections, data_sections
 from fm_assets.reports.verify import verify_root
 from fm_assets.stages.names import ALL_STAGE_NAMES
+from fm_assets.stages.registry import ALL_STAGES
+
+STAGE_BY_NAME = {stage.name: stage for stage in ALL_STAGES}
+
+
+def blocks_release(stage: str, check: str) -> bool:
+    """Whether a failure of ``stage``'s check ``check`` stops the stages after it (and so holds the batch back
+    from the release); the others are warnings."""
+    spec = next((c for c in stage_checks(STAGE_BY_NAME[stage]) if c.name == check), None)
+    return spec is None or (spec.blocking and not spec.warn_only)  # an unknown check: counted as blocking
 
 
 def _stage_checks(
@@ -83,7 +93,11 @@ def build_audit(
                 "data_version": success.data_version,
                 "checks": {name: {"passed": c.passed, "metadata": c.metadata} for name, c in checks.items()},
             }
-            failed_checks += [f"{batch}/{stage}/{name}" for name, c in checks.items() if not c.passed]
+            failed_checks += [
+                {"check": f"{batch}/{stage}/{name}", "blocking": blocks_release(stage, name)}
+                for name, c in checks.items()
+                if not c.passed
+            ]
         land = stages.get("land", {})
         packed = stages.get("pack", {})
         tokens = 0
@@ -124,7 +138,10 @@ def build_audit(
         "batches": compliance_sections.with_namespaces(store, per_batch),
         "evidence": data_sections.build_evidence(store, batches),
         "licences": dict(licences),
-        "failed_checks": failed_checks,
+        "failed_checks": [f["check"] for f in failed_checks],
+        # blocking: the stages after the check did not run, the batch is held back; warning: it went on
+        "failed_blocking_checks": [f["check"] for f in failed_checks if f["blocking"]],
+        "failed_warning_checks": [f["check"] for f in failed_checks if not f["blocking"]],
         "all_checks_passed": not failed_checks and integrity.ok,
         "integrity": {
             "checked": "presence and sizes of every committed file (`fm verify` for sha256)",
@@ -134,10 +151,24 @@ def build_audit(
     }
 
 
+def check_verdict(audit: dict[str, Any]) -> str:
+    """The audit's headline on checks: blocking failures (batches held back) apart from warnings."""
+    blocking, warning = audit["failed_blocking_checks"], audit["failed_warning_checks"]
+    if not blocking and not warning:
+        return "all checks passed"
+    warned = f"{len(warning)} warning-level check(s) failed" if warning else "no warning-level check failed"
+    if not blocking:
+        return f"no blocking check failed (nothing was held back by a check); {warned} (see below)"
+    return (
+        f"{len(blocking)} BLOCKING CHECK(S) FAILED (the stages after them did not run; those batches are held "
+        f"back from releases); {warned} (see below)"
+    )
+
+
 def markdown_header(audit: dict[str, Any]) -> list[str]:
     dataset = audit["dataset"]
     scope = f"dataset {dataset['name']} version {dataset['version']}" if dataset else "every landed batch"
-    verdict = "all checks passed" if audit["all_checks_passed"] else "SOME CHECKS FAILED (see below)"
+    verdict = check_verdict(audit)
     return [
         "# Compliance audit",
         "",

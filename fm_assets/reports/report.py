@@ -12,7 +12,8 @@ import pyarrow.parquet as pq
 from fm_assets.engine.landing import list_complete_batches
 from fm_assets.engine.refs import read_ref, read_success_at
 from fm_assets.engine.store import ObjectStore
-from fm_assets.stages.names import CHAIN_NAMES, MEDIA, TEXT
+from fm_assets.stages.batch_chains import batch_chains
+from fm_assets.stages.names import CHAIN_NAMES
 
 log = logging.getLogger(__name__)
 
@@ -60,16 +61,9 @@ def stage_report(store: ObjectStore, batch: str, stage: str) -> dict[str, Any] |
 
 
 def stages_of(store: ObjectStore, batch: str) -> list[str]:
-    """The text chain, then the media chain when the batch delivered any media (its media_land read something)."""
-    text, media = CHAIN_NAMES[TEXT], CHAIN_NAMES[MEDIA]
-    ref = read_ref(store, media[0], batch)
-    if ref is None:
-        return list(text)
-    try:
-        has_media = read_success_at(store, ref.prefix).counts.records_in > 0
-    except (OSError, ValueError):
-        has_media = True  # stage_report names the damage
-    return [*text, *media] if has_media else list(text)
+    """The stages of the chains ``batch`` feeds (``batch_chains``), in chain order: a media batch has no text
+    rows, a text batch no media rows."""
+    return [name for chain in batch_chains(store, batch) for name in CHAIN_NAMES[chain]]
 
 
 def build_report(store: ObjectStore, batches: list[str] | None = None) -> list[dict[str, Any]]:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from dagster import (
+    AssetCheckSeverity,
     DagsterEventType,
     DagsterRunStatus,
     RunRequest,
@@ -22,6 +23,7 @@ from tokenizers import Tokenizer
 
 from fm_assets.cli.runner import dagster_instance, run_batches, run_config
 from fm_assets.defs.build import build_definitions
+from fm_assets.defs.instance import LOCAL_INSTANCE_TEMPLATE, render_instance_config
 from fm_assets.defs.sensors import release_after_preprocess
 from fm_assets.settings import load_settings
 
@@ -96,6 +98,13 @@ def test_poor_batch_is_held_back_and_the_good_one_released(fm_env, real_sample, 
     assert held["batch"] == poor_batch and "pack's check packing_efficiency failed" in held["reason"], held
     (materialization,) = result.asset_materializations_for_node("dataset_release")
     assert materialization.metadata["held_back"].value == card["held_back"]
+    # the held-back batch is a failed (WARN) check on the release, not only metadata and a log line
+    (check,) = [
+        c for c in result.get_asset_check_evaluations() if c.asset_key.to_user_string() == "dataset_release"
+    ]
+    assert check.check_name == "no_batch_held_back" and not check.passed
+    assert check.severity == AssetCheckSeverity.WARN
+    assert [h["batch"] for h in check.metadata["held_back"].value] == [poor_batch]
 
     # `fm run`: the same release, the held-back batch named with its reason, a non-zero exit
     run = _fm("run")
@@ -103,3 +112,19 @@ def test_poor_batch_is_held_back_and_the_good_one_released(fm_env, real_sample, 
     assert f"held back {poor_batch}: pack's check packing_efficiency failed" in run.stderr, run.stderr[-3000:]
     assert [b["batch"] for b in _card()["batches"]] == [good_batch]
     assert _card()["held_back"] == card["held_back"]
+
+    # the good batch alone succeeds, but the release it writes still holds the poor one back: exit 1 (README)
+    again = _fm("run", good_batch)
+    assert again.returncode == 1, again.stderr[-3000:]
+    assert f"held back {poor_batch}" in again.stderr
+    # and `fm run` left the full local instance config (run queue, pools, run monitoring) for `make ui`
+    home = Path(os.environ["DAGSTER_HOME"])
+    assert (home / "dagster.yaml").read_text() == render_instance_config(LOCAL_INSTANCE_TEMPLATE, home)
+
+    # the audit headline: a blocking check failed (the batch is held back), apart from warnings
+    audit = _fm("audit", "--format", "md", "-o", str(tmp_path / "audit.md"))
+    assert audit.returncode in (0, 1), audit.stderr[-2000:]
+    headline = next(
+        line for line in (tmp_path / "audit.md").read_text().splitlines() if line.startswith("Scope:")
+    )
+    assert "1 BLOCKING CHECK(S) FAILED" in headline and "held back" in headline, headline

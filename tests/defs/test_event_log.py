@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
+import time
 
-from dagster import DagsterInstance, job, op
+from dagster import DagsterEventType, DagsterInstance, EventLogEntry, job, op
+from dagster._core.utils import make_new_run_id
 
 from fm_assets.defs.event_log import LocalSqliteEventLogStorage
-from fm_assets.defs.instance import LEGACY_MINIMAL_CONFIG, runner_instance_config
+from fm_assets.defs.instance import LEGACY_MINIMAL_CONFIG, ensure_instance_config
 
 
 @op
@@ -26,7 +29,7 @@ def test_runs_are_recorded_and_readable_from_another_process(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
     (home / "dagster.yaml").write_text(LEGACY_MINIMAL_CONFIG)  # what older `fm run`s left: upgraded
-    runner_instance_config(home)
+    ensure_instance_config(home)
     with DagsterInstance.from_config(str(home)) as instance:
         assert isinstance(instance.event_log_storage, LocalSqliteEventLogStorage)
         result = tiny.execute_in_process(instance=instance)
@@ -44,7 +47,52 @@ def test_runs_are_recorded_and_readable_from_another_process(tmp_path):
     assert int(other.stdout.strip()) == ours
 
 
+STEP_SEEN = threading.Event()  # set by the watcher when it sees the step start
+
+
+@op
+def wait_until_watched() -> int:
+    """Runs only as long as the watcher needs to see this step start (it fails after 20 s if it never does)."""
+    return int(STEP_SEEN.wait(20))
+
+
+@job
+def watched():
+    wait_until_watched()
+
+
+def test_watch_delivers_a_runs_events_while_it_runs(tmp_path):
+    """What the UI's live run page subscribes to: ``watch()`` on another storage object over the same files.
+    The writer keeps its pooled connection open, so its commits stay in ``<run_id>.db-wal``; the watcher must
+    see them there, while the run is running, not when a checkpoint or a page reload happens."""
+    home = tmp_path / "home"
+    ensure_instance_config(home)
+    run_id = make_new_run_id()
+    delivered: list[EventLogEntry] = []
+
+    def on_event(entry: EventLogEntry, _cursor: str) -> None:
+        delivered.append(entry)
+        if entry.dagster_event is not None and entry.dagster_event.event_type == DagsterEventType.STEP_START:
+            STEP_SEEN.set()
+
+    with DagsterInstance.from_config(str(home)) as watcher, DagsterInstance.from_config(str(home)) as writer:
+        watcher.event_log_storage.watch(run_id, None, on_event)
+        try:
+            result = watched.execute_in_process(instance=writer, run_id=run_id)
+            assert result.success
+            assert result.output_for_node("wait_until_watched") == 1, "the watcher never saw the step start"
+            stored = writer.all_logs(run_id)
+            deadline = time.monotonic() + 10
+            while len(delivered) < len(stored) and time.monotonic() < deadline:
+                time.sleep(0.1)  # the writer is still open: nothing has checkpointed its WAL
+        finally:
+            watcher.event_log_storage.end_watch(run_id, on_event)
+    types = [e.dagster_event.event_type for e in delivered if e.dagster_event is not None]
+    assert len(delivered) == len(stored) > 5
+    assert types[-1] == DagsterEventType.RUN_SUCCESS
+
+
 def test_an_existing_user_config_is_kept(tmp_path):
     (tmp_path / "dagster.yaml").write_text("telemetry:\n  enabled: true\n")
-    runner_instance_config(tmp_path)
+    ensure_instance_config(tmp_path)
     assert (tmp_path / "dagster.yaml").read_text() == "telemetry:\n  enabled: true\n"

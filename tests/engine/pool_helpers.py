@@ -182,3 +182,18 @@ class EchoJob:
             bytes_out=0,
             seconds=0.0,
         )
+
+
+def units_then_return(pids: Any) -> None:
+    """The target of a ``spawn`` child, as Dagster's code server runs a run worker: run units on the shared
+    pool, report the worker pids on ``pids`` (a queue) and return, leaving the pool idle."""
+    from fm_assets.engine.pool import UnitTask, dump_job, run_on_processes
+
+    payload = dump_job(EchoJob())
+    assert isinstance(payload, bytes)
+    markers: list[UnitMarker] = []
+    tasks = [UnitTask(i, WorkUnit(f"u{i}", ())) for i in range(6)]
+    run_on_processes(
+        "echo[b]", payload, tasks, 2, lambda task, marker: markers.append(marker), lambda n: None
+    )
+    pids.put(sorted({marker.extra["pid"] for marker in markers}))

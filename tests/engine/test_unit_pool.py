@@ -5,6 +5,7 @@ killed parent leaves nothing half-committed."""
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
 import pickle
 import signal
@@ -31,6 +32,7 @@ from pool_helpers import (
     run_chain,
     run_one,
     settings,
+    units_then_return,
 )
 
 from fm_assets.engine.pool import (
@@ -232,6 +234,34 @@ def test_the_pool_reports_every_unit_once_and_a_failure_by_unit(monkeypatch: pyt
         UnitFailedError, match=r"unit u00 failed .* did not load in the worker: No module named"
     ):
         run_on_processes("ghost[b]", ghost_payload, tasks[:1], 2, lambda task, marker: None, lambda n: None)
+
+
+def test_a_spawned_process_that_used_the_pool_exits_when_its_target_returns() -> None:
+    """Dagster's code server runs each run worker as a ``spawn`` child; its exit handler joins live children
+    before the interpreter shuts down, so idle pool workers used to keep a finished run worker (and
+    themselves: ~1.9 GB) alive forever."""
+    context = multiprocessing.get_context("spawn")
+    pids = context.Queue()
+    child = context.Process(target=units_then_return, args=(pids,))
+    child.start()
+    try:
+        workers = pids.get(timeout=120)
+        started = time.monotonic()
+        child.join(20)
+        assert not child.is_alive(), (
+            "the process that used the unit pool did not exit after its target returned"
+        )
+        assert child.exitcode == 0
+        assert time.monotonic() - started < 10
+        assert workers and child.pid not in workers
+        deadline = time.monotonic() + 10
+        while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(_alive(pid) for pid in workers), "pool workers outlived their exited parent"
+    finally:
+        if child.is_alive():
+            child.kill()
+            child.join(10)
 
 
 @pytest.mark.slow

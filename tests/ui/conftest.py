@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from browser import open_page
 from dagster_stack import DagsterStack
 
 
@@ -45,3 +46,8 @@ def sample_files(real_sample: dict) -> list[tuple[Path, str, str]]:
     files.sort(key=lambda item: item[0].stat().st_size)
     assert files, json.dumps(real_sample, default=str)[:500]
     return files
+
+
+@pytest.fixture
+def browser_page() -> Iterator[Any]:
+    yield from open_page()

@@ -9,13 +9,11 @@ downloads Playwright's own browsers.
 
 from __future__ import annotations
 
-import os
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from browser import UI_TIMEOUT_MS, Screenshots
 from dagster import DagsterRunStatus
 from dagster._core.execution.backfill import BulkActionStatus
 from dagster_stack import DagsterStack
@@ -26,19 +24,6 @@ from fm_assets.engine.store import ObjectStore
 from fm_assets.stages.names import ALL_STAGE_NAMES, CHAIN_NAMES
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.timeout(3000)]
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-REPO_SCREENSHOTS = Path(__file__).with_name("screenshots")
-UI_TIMEOUT_MS = 120_000
 BACKFILL_DONE = {
     BulkActionStatus.COMPLETED_SUCCESS,
     BulkActionStatus.COMPLETED_FAILED,
@@ -46,41 +31,6 @@ BACKFILL_DONE = {
     BulkActionStatus.FAILED,
     BulkActionStatus.CANCELED,
 }
-
-
-class Screenshots:
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        folder.mkdir(parents=True, exist_ok=True)
-        self.taken: list[Path] = []
-
-    def take(self, page: Any, name: str) -> Path:
-        path = self.folder / f"{len(self.taken) + 1:02d}-{name}.png"
-        page.screenshot(path=str(path), full_page=False)
-        self.taken.append(path)
-        if os.environ.get("FM_SAVE_SCREENSHOTS") == "1":
-            REPO_SCREENSHOTS.mkdir(exist_ok=True)
-            shutil.copy2(path, REPO_SCREENSHOTS / path.name)
-        return path
-
-
-@pytest.fixture
-def browser_page(tmp_path: Path) -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        pytest.skip(
-            f"{CHROMIUM} not found: `apt-get install -y chromium` (Debian's build drives these tests)"
-        )
-    sync_api = pytest.importorskip(
-        "playwright.sync_api", reason="`pip install playwright` (no browser download)"
-    )
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-        try:
-            page = browser.new_page(viewport={"width": 1600, "height": 1000})
-            page.set_default_timeout(UI_TIMEOUT_MS)
-            yield page
-        finally:
-            browser.close()
 
 
 def backfill_failures(stack: DagsterStack, backfill_id: str) -> str:
@@ -126,8 +76,8 @@ def test_asset_graph_backfill_and_partitioned_checks_in_the_ui(
         ]["locationEntries"]
     ]
 
-    # 1. the asset graph of the preprocess group shows every stage
-    page.goto(f"{stack.url}/locations/{location}/asset-groups/preprocess/lineage")
+    # 1. the asset graph of the text group (the text chain) shows every stage
+    page.goto(f"{stack.url}/locations/{location}/asset-groups/text/lineage")
     for stage in CHAIN_NAMES["text"]:
         expect(page.get_by_text(stage, exact=True).first).to_be_visible()
     shots.take(page, "asset-graph")
