@@ -66,9 +66,11 @@ def test_code_source_is_the_images_and_the_workspaces(cloud_location: dict[str, 
     assert cloud_location["code_source"] == {"module_name": option(cmd, "-m", "--module-name")}
     assert cloud_location["attribute"] == option(cmd, "-a", "--attribute")
     (workspace_entry,) = load_yaml(REPO / "workspace.yaml")["load_from"]
+    # the local code location carries the same name as the deployed one (the UI shows it, not a module path)
     assert workspace_entry["python_module"] == {
         "module_name": cloud_location["code_source"]["module_name"],
         "attribute": cloud_location["attribute"],
+        "location_name": cloud_location["location_name"],
     }
     assert cloud_location["build"]["directory"] == "."  # deploy/Dockerfile's context is the repository root
 
