@@ -101,7 +101,7 @@ def run_demo(
     store = ObjectStore(str(root))
     sample = _ensure_sample(root, max_docs, console)
     batches = _ensure_batches(store, sample, console)
-    if media_samples:  # after the text batches: the tokenizer trains on the earliest batch's text
+    if media_samples:  # after the text batches: the tokenizer trains on their documents, not captions
         batches += _ensure_batches(store, _ensure_media_sample(root, media_samples, console), console)
     failures = run_batches(settings, batches, console=console)
     if failures:
