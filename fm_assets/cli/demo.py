@@ -113,7 +113,7 @@ def run_demo(
         f"{len(rows)} stage reports; `fm report` shows them, `fm rejects BATCH` lists what was dropped"
     )
 
-    print_summary(console, store, batches)
+    print_summary(out, store, batches)
     name = settings.dataset_name
     latest = store.read_json(layout.dataset_latest(name))["version"]
     manifest_path = store.uri(layout.dataset_manifest(name, latest))

@@ -15,14 +15,12 @@ from pydantic import ValidationError
 from rich.table import Table
 
 from fm_assets.cli import cost
-from fm_assets.cli.pipes import pipe_console, reader_left
+from fm_assets.cli.pipes import err as console
+from fm_assets.cli.pipes import out, reader_left
 from fm_assets.cli.tables import print_summary
 from fm_assets.engine.locks import RootBusyError, batch_run_locks
 from fm_assets.engine.store import ObjectStore, StorageUnavailableError
 from fm_assets.settings import Settings, load_settings
-
-console = pipe_console(stderr=True, soft_wrap=True)
-out = pipe_console()
 
 DEMO_LICENSES = {"python-stdlib": "PSF-2.0"}
 OFFLINE_COMMANDS = frozenset({"sample-data"})  # commands that do not touch the store
@@ -46,7 +44,7 @@ def cmd_sample_data(args: argparse.Namespace, settings: Settings) -> int:
             table.add_column(column)
         for name, info in summary["packages"].items():
             table.add_row(name, str(info["docs"]), f"{info['bytes']:,}", info.get("license", "?"))
-        console.print(table)
+        out.print(table)
     if args.modality in ("image", "audio", "all"):
         from fm_assets.sample_data.media import MEDIA_MODALITIES, fetch_media_sample_data
 
@@ -64,7 +62,7 @@ def cmd_sample_data(args: argparse.Namespace, settings: Settings) -> int:
                 info["license"],
                 info["folder"],
             )
-        console.print(table)
+        out.print(table)
         if not media["total_samples"]:
             console.print(f"[red]fm sample-data: no media samples ({'; '.join(media['errors'])})[/red]")
             return 1
@@ -139,7 +137,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
 
         out.print_json(json.dumps(build_report(_store(settings), args.batches or None)))
     else:
-        print_summary(console, _store(settings), args.batches or None)
+        print_summary(out, _store(settings), args.batches or None)
     for batch, message in failures.items():
         console.print(f"[red]batch {batch} failed: {message}[/red]", highlight=False)
     if not args.no_release and "<release>" not in failures and set(wanted) - set(failures):
@@ -270,9 +268,9 @@ def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
             )
         out.print(table)
     if audit["failed_checks"]:
-        console.print(f"[yellow]failed checks: {', '.join(audit['failed_checks'])}[/yellow]")
+        out.print(f"[yellow]failed checks: {', '.join(audit['failed_checks'])}[/yellow]")
     for finding in audit["integrity"]["findings"]:
-        console.print(f"[red]damaged since its checks ran: {finding['path']} {finding['problem']}[/red]")
+        out.print(f"[red]damaged since its checks ran: {finding['path']} {finding['problem']}[/red]")
     _print_compliance(audit["compliance"])
     return 0
 
@@ -317,7 +315,7 @@ def _write_markdown_audit(audit: dict, output: str | None) -> int:
     text = render_markdown(audit)
     if output:
         Path(output).write_text(text)
-        console.print(f"audit written to {output}")
+        out.print(f"audit written to {output}", highlight=False)
     else:
         sys.stdout.write(text)
     return 0
@@ -330,17 +328,17 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         out.print_json(json.dumps(report.to_json()))
     else:
-        console.print(
+        out.print(
             f"checked {report.outputs_checked} stage outputs ({report.files_checked:,} files, "
             f"{report.bytes_checked / 1e6:,.1f} MB{', sizes only' if args.quick else ', sha256'}), "
             f"{report.cas_checked:,} CAS objects, {report.releases_checked} releases"
         )
         for finding in report.findings:
-            console.print(
+            out.print(
                 f"[red]{finding.kind}: {finding.path} {finding.problem}[/red]\n  repair: {finding.repair}"
             )
         if report.ok:
-            console.print("[green]no damage found[/green]")
+            out.print("[green]no damage found[/green]")
     return 0 if report.ok else 1
 
 
@@ -351,7 +349,7 @@ def cmd_repair(args: argparse.Namespace, settings: Settings) -> int:
     store = _store(settings)
     if args.cas:
         restored = repair_cas(store)
-        console.print(f"restored {len(restored)} CAS object(s) from their landed copies")
+        out.print(f"restored {len(restored)} CAS object(s) from their landed copies")
         if not args.batch:
             return 0
     if not args.batch:
@@ -361,7 +359,7 @@ def cmd_repair(args: argparse.Namespace, settings: Settings) -> int:
         with exclusive_batches(settings, [args.batch], wait=False):
             plan = plan_and_reset(store, args.batch, stages_to_check(args.stage))
             if not plan.needed:
-                console.print(f"no damage in {args.batch}'s outputs of {args.stage or 'any stage'}")
+                out.print(f"no damage in {args.batch}'s outputs of {args.stage or 'any stage'}")
                 return 0
             for stage, paths in plan.damaged.items():
                 units = ", ".join(plan.units[stage])
@@ -381,7 +379,7 @@ def cmd_repair(args: argparse.Namespace, settings: Settings) -> int:
         same = (
             "unchanged" if after == before else f"CHANGED ({before[:12]} -> {after[:12]}: not a pure stage?)"
         )
-        console.print(f"{stage}[{args.batch}] repaired; data version {same}")
+        out.print(f"{stage}[{args.batch}] repaired; data version {same}")
     return 0
 
 

@@ -78,14 +78,14 @@ def run(args: argparse.Namespace, store: ObjectStore, console: Console, out: Con
                 reviewer=args.reviewer,
                 reason=args.reason,
             )
-            console.print(
+            out.print(
                 f"promoted {decision.batch} to {decision.to} (reviewer {decision.reviewer}); process and release "
                 f"it with `fm run {decision.batch}`",
                 highlight=False,
             )
         else:
             decision = reject(store, args.batch, reviewer=args.reviewer, reason=args.reason)
-            console.print(
+            out.print(
                 f"rejected {decision.batch} (reviewer {decision.reviewer}): never processed",
                 highlight=False,
             )

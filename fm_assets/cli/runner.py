@@ -7,6 +7,7 @@ from typing import Any
 from dagster import DagsterInstance
 from rich.console import Console
 
+from fm_assets.cli.pipes import err
 from fm_assets.cli.progress_view import progress_view
 from fm_assets.defs.partitions import BATCH_PARTITIONS_NAME
 from fm_assets.engine import progress
@@ -55,7 +56,7 @@ def run_batches(
     from fm_assets.defs.build import build_definitions
     from fm_assets.stages.names import ALL_STAGE_NAMES
 
-    console = console or Console(stderr=True)
+    console = console or err
     instance = dagster_instance(settings)
     defs = build_definitions(settings)
     store = (defs.resources or {})["store"].store()

@@ -34,12 +34,14 @@ def test_run_report_and_rejects_through_pipes(fm_env, real_sample, tmp_path):
     assert landed.returncode == 0, landed.stderr
     batch = landed.stdout.strip()
 
-    run = sh(f"{FM} run 2>&1 | cat")
-    assert run.returncode == 0, run.stdout[-3000:]
-    assert "\r" not in run.stdout  # no progress bar redrawn into the log
-    assert "[fm run " in run.stdout and "stages" in run.stdout  # periodic plain progress instead
-    table = [line for line in run.stdout.splitlines() if "│" in line]
+    run = sh(f"{FM} run 2>{tmp_path / 'run.err'} | cat")
+    progress = (tmp_path / "run.err").read_text()
+    assert run.returncode == 0, progress[-3000:]
+    assert "\r" not in run.stdout + progress  # no progress bar redrawn into the log
+    assert "[fm run " in progress and "stages" in progress  # periodic plain progress instead, on stderr
+    table = [line for line in run.stdout.splitlines() if "│" in line]  # the result, on stdout
     assert table and max(map(len, table)) > 100  # the summary table is not squeezed to 80 columns
+    assert "│" not in progress and "[fm run " not in run.stdout
 
     report = sh(f"{FM} report --json | cat")
     assert json.loads(report.stdout)[0]["batch"] == batch
