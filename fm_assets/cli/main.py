@@ -200,12 +200,25 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_rejects(args: argparse.Namespace, settings: Settings) -> int:
-    from fm_assets.reports.report import iter_rejects
+    from fm_assets.reports.report import NoSuchBatchOrStage, NotRunError, iter_rejects, rejects_scope
 
-    for row in iter_rejects(_store(settings), args.batch, args.stage):
+    store = _store(settings)
+    try:  # a typo (exit 2) or a batch not run (exit 1) is not a clean batch (exit 0, "0 rejected record(s)")
+        stages = rejects_scope(store, args.batch, args.stage)
+    except (NoSuchBatchOrStage, NotRunError) as exc:
+        console.print(f"fm rejects: {exc}", style="red", markup=False, highlight=False)
+        return 2 if isinstance(exc, NoSuchBatchOrStage) else 1
+    count = 0
+    for row in iter_rejects(store, args.batch, args.stage):
         if not args.with_text:
             row["text"] = (row["text"] or "")[:200]
         sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
+        count += 1
+    console.print(
+        f"{count} rejected record(s) in {args.batch} ({len(stages)} stage output(s) read)",
+        markup=False,
+        highlight=False,
+    )
     return 0
 
 

@@ -82,6 +82,35 @@ def build_report(store: ObjectStore, batches: list[str] | None = None) -> list[d
     return rows
 
 
+class NoSuchBatchOrStage(KeyError):
+    """No complete landing batch has that id (a typo, or a batch still landing), or no stage that name."""
+
+    def __str__(self) -> str:  # KeyError would quote its message
+        return str(self.args[0])
+
+
+class NotRunError(LookupError):
+    """The batch is landed, but has no output of the stage(s) asked about yet."""
+
+
+def rejects_scope(store: ObjectStore, batch: str, stage: str | None = None) -> list[str]:
+    """The stages whose current output ``iter_rejects`` reads for ``batch``. Raises ``NoSuchBatchOrStage`` for
+    an id that is no complete landed batch or an unknown stage name, ``NotRunError`` when none of them has
+    output yet, so a caller can tell a typo or a batch not run from a clean batch (no rejects)."""
+    if not store.exists(layout.batch_manifest(batch)):
+        raise NoSuchBatchOrStage(
+            f"no complete landing batch {batch!r} under {store.uri('landing')} (`fm report` lists the batches)"
+        )
+    if stage is not None and stage not in (*STAGE_NAMES, *MEDIA_STAGE_NAMES):
+        raise NoSuchBatchOrStage(
+            f"no stage {stage!r}; stages are {', '.join((*STAGE_NAMES, *MEDIA_STAGE_NAMES))}"
+        )
+    ran = [name for name in ([stage] if stage else stages_of(store, batch)) if read_ref(store, name, batch)]
+    if not ran:
+        raise NotRunError(f"{batch} has no {stage or 'stage'} output yet: run it first (`fm run {batch}`)")
+    return ran
+
+
 def landed_paths(store: ObjectStore, batch: str) -> dict[str, list[str]]:
     """sha256 -> the paths inside ``batch`` that hold those bytes (usually one)."""
     found: dict[str, list[str]] = {}

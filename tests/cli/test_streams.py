@@ -1,5 +1,6 @@
 """Every `fm` command writes its result on stdout (what `x=$(fm ...)` captures) and its notes, progress and
-warnings on stderr. The pipeline commands (`fm run`, `fm demo`) are covered in test_pipe.py."""
+warnings on stderr (`fm run` is covered in test_pipe.py); `fm rejects` tells a typo from a clean batch by its
+exit status and names each reject's landed file."""
 
 from __future__ import annotations
 
@@ -62,3 +63,53 @@ def test_results_on_stdout_notes_on_stderr(root, tmp_path):
     again = fm(root, "quarantine", "promote", "20990101T000000000000Z-none-00000000", "--to", "cloud",
                "--reviewer", "ana", "--reason", "ok")  # fmt: skip
     assert again.returncode == 2 and again.stdout == "" and "fm quarantine promote" in again.stderr
+
+
+def run_land_stage(root: Path, batch: str) -> None:
+    """The `land` stage of ``batch`` (enough for its rejects; the whole chain is test_pipe's)."""
+    from fm_assets.engine.refs import write_ref
+    from fm_assets.engine.run import run_stage
+    from fm_assets.engine.stage import StageContext
+    from fm_assets.engine.store import ObjectStore
+    from fm_assets.stages import land as land_stage
+    from fm_resources.pipeline_config import PipelineConfigResource
+
+    store = ObjectStore(str(root))
+    outcome = run_stage(
+        land_stage.STAGE, StageContext(store, batch, PipelineConfigResource(progress=False), {})
+    )
+    write_ref(store, "land", batch, outcome.success, cache_hit=False, wall_seconds=0.0)
+
+
+def test_rejects_tells_a_typo_from_a_clean_batch_and_names_the_landed_file(root, tmp_path):
+    clean = land(root, tmp_path, "cloud")
+    src = tmp_path / "mixed"
+    src.mkdir()
+    (src / "good.jsonl").write_text(json.dumps({"text": "fine"}) + "\n")
+    (src / "bad.jsonl").write_text('{"text": "unterminated\n')
+    landed = fm(root, "land", str(src), "--source", "mixed", "--license", "MIT")
+    dirty = landed.stdout.strip()
+
+    not_run = fm(root, "rejects", dirty)
+    assert not_run.returncode == 1 and not_run.stdout == "" and f"fm run {dirty}" in not_run.stderr
+
+    run_land_stage(root, clean)
+    run_land_stage(root, dirty)
+    (row,) = [json.loads(line) for line in fm(root, "rejects", dirty).stdout.splitlines()]
+    assert row["stage"] == "land" and row["landed_file"] == str(
+        root / "landing" / dirty / "files" / "bad.jsonl"
+    )
+
+    none = fm(root, "rejects", clean)
+    assert (none.returncode, none.stdout) == (0, "") and none.stderr.startswith(
+        f"0 rejected record(s) in {clean}"
+    )
+
+    typo = fm(root, "rejects", clean[:-1])
+    assert typo.returncode == 2 and typo.stdout == ""
+    assert (
+        len(typo.stderr.strip().splitlines()) == 1
+        and f"no complete landing batch {clean[:-1]!r}" in typo.stderr
+    )
+    stage = fm(root, "rejects", clean, "--stage", "lnad")
+    assert stage.returncode == 2 and "no stage 'lnad'" in stage.stderr
