@@ -26,6 +26,9 @@ DOC_SCHEMA = pa.schema(
         pa.field("lang_score", pa.float32()),
         pa.field("quality_score", pa.float32()),  # higher is better; used to pick dedup survivors
         pa.field("pii_flags", pa.string()),  # JSON list of PII kinds found (pre-flag, not removed)
+        # the record's own provenance, as its source gave it (transforms/readers/provenance.py)
+        pa.field("source_id", pa.string()),  # its own id field
+        pa.field("record_license", pa.string()),  # its own licence field (canonical SPDX; equals `license`)
     ]
 )
 
