@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from sample_licence import package_licence
 
 pytestmark = [pytest.mark.slow]
 FM = f"{sys.executable} -m fm_assets.cli.main"
@@ -30,7 +31,7 @@ def test_run_report_and_rejects_through_pipes(fm_env, real_sample, tmp_path):
             ["bash", "-o", "pipefail", "-c", command], env=env, capture_output=True, text=True
         )
 
-    landed = sh(f"{FM} land {src} --source piped --license MIT | cat")
+    landed = sh(f"{FM} land {src} --source piped --license '{package_licence(package)}' | cat")
     assert landed.returncode == 0, landed.stderr
     batch = landed.stdout.strip()
 

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from sample_licence import package_licence
 
 from fm_assets.engine.landing import land_batch
 from fm_assets.engine.refs import read_success
@@ -44,7 +45,7 @@ def test_kill_minus_nine_then_resume_is_byte_identical(fm_env, real_sample, tmp_
 
     store = ObjectStore(str(fm_env))
     batch = land_batch(
-        store, src, source="crashy", license_id="MIT", namespace="cloud", batch_id="b-crash"
+        store, src, source="crashy", license_id=package_licence(src), namespace="cloud", batch_id="b-crash"
     ).batch
     proc = _fm(env, "run", batch)
     deadline = time.time() + 240

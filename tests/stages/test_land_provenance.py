@@ -6,13 +6,16 @@ from __future__ import annotations
 import json
 
 import pyarrow.parquet as pq
+import pytest
 
 from fm_assets.engine.landing import land_batch
 from fm_assets.engine.run import run_stage
 from fm_assets.engine.schemas import make_doc_id
+from fm_assets.engine.spdx import parse
 from fm_assets.engine.stage import StageContext
 from fm_assets.engine.store import ObjectStore
 from fm_assets.stages import land
+from fm_assets.transforms.readers.provenance import record_provenance
 from fm_resources.pipeline_config import PipelineConfigResource
 
 RECORDS = [
@@ -57,7 +60,7 @@ def test_record_id_and_licence_are_kept_and_a_conflict_is_quarantined(tmp_path):
         "field": "license",
         "record_license": "CC-BY-SA-4.0",
         "batch_license": "MIT",
-        "why": "differs from the batch's",
+        "why": "is not the batch's (nor one of its OR alternatives)",
         "source_id": "42",
         "file": "records.jsonl",
     }
@@ -66,3 +69,19 @@ def test_record_id_and_licence_are_kept_and_a_conflict_is_quarantined(tmp_path):
         and not_spdx["details"]["record_license"] == "free for research"
     )
     assert not_spdx["details"]["why"] == "not an SPDX licence expression"
+
+
+@pytest.mark.parametrize(
+    ("record", "batch", "kept"),
+    [
+        ("GPL-2.0-or-later OR CC-BY-SA-3.0", "CC-BY-SA-3.0", True),  # the lander elected one alternative
+        ("gpl-2.0-or-later or cc-by-sa-3.0", "GPL-2.0-or-later OR CC-BY-SA-3.0", True),
+        ("MIT", "MIT OR Apache-2.0", False),  # the batch would grant Apache-2.0, which the record does not
+        ("MIT AND BSD-3-Clause", "MIT", False),  # both apply: MIT alone drops one
+        ("CC-BY-4.0", "CC-BY-SA-4.0", False),
+    ],
+)
+def test_a_batch_licence_may_elect_one_alternative_of_a_record_or(record, batch, kept):
+    provenance = record_provenance({"license": record}, batch)
+    assert (provenance.conflict is None) == kept
+    assert provenance.record_license == str(parse(record))

@@ -2,11 +2,12 @@
 
 ``land`` stamps every document with the batch's licence and an id of its own (the CAS hash and record
 index); a record that brings an ``id`` keeps it as ``source_id``, and one that brings a ``license`` (or
-``licence``) keeps it as ``record_license``. A record licence that is not the batch's, compared in canonical
-SPDX spelling, or that is not SPDX at all, is a conflict: the batch's declaration must not silently relabel
-it, so ``land`` quarantines the record (reject ``license_conflict`` with both licences) for a reviewer to
-re-land it under the right licence. An absent, null or blank record licence is no statement: the record
-takes the batch's.
+``licence``) keeps it as ``record_license``. The batch's licence must be the record's (in canonical SPDX
+spelling) or one alternative of the record's ``OR`` (electing one licence of a dual-licensed document, as
+``--license CC-BY-SA-3.0`` for ``GPL-2.0-or-later OR CC-BY-SA-3.0``). Anything else, including a record licence
+that is not SPDX at all, is a conflict: the batch's declaration must not silently relabel the record, so
+``land`` quarantines it (reject ``license_conflict`` with both licences) for a reviewer to re-land it under
+the right licence. An absent, null or blank record licence is no statement: the record takes the batch's.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from fm_assets.engine.spdx import LicenceError, normalize
+from fm_assets.engine.spdx import LicenceError, parse
 
 ID_FIELD = "id"
 LICENSE_FIELDS = ("license", "licence")  # the first one present is the record's licence
@@ -39,12 +40,15 @@ def _as_text(value: Any) -> str:
 
 
 @lru_cache(maxsize=4096)  # a batch repeats a few spellings; parsing SPDX per record would dominate land
-def canonical(licence: str) -> str | None:
-    """``licence`` in canonical SPDX spelling, or None when it is not an SPDX expression."""
+def licences_granted(licence: str) -> tuple[str, ...] | None:
+    """The canonical spelling of ``licence`` and, for an ``OR``, of each alternative a user may elect; None
+    when it is not an SPDX expression."""
     try:
-        return normalize(licence)
+        parsed = parse(licence)
     except LicenceError:
         return None
+    alternatives = parsed.args if getattr(parsed, "operator", "").strip() == "OR" else ()
+    return (str(parsed), *(str(alternative) for alternative in alternatives))
 
 
 def record_provenance(meta: dict[str, Any], batch_license: str) -> RecordProvenance:
@@ -55,9 +59,11 @@ def record_provenance(meta: dict[str, Any], batch_license: str) -> RecordProvena
     if field is None or (isinstance(meta[field], str) and not meta[field].strip()):
         return RecordProvenance(source_id, None)
     given = meta[field]
-    mine = canonical(given.strip()) if isinstance(given, str) else None
-    if mine is not None and mine == canonical(batch_license):
+    granted = licences_granted(given.strip()) if isinstance(given, str) else None
+    mine = granted[0] if granted else None
+    batch = licences_granted(batch_license)
+    if granted and batch and batch[0] in granted:
         return RecordProvenance(source_id, mine)
-    why = "differs from the batch's" if mine is not None else "not an SPDX licence expression"
+    why = "is not the batch's (nor one of its OR alternatives)" if mine else "not an SPDX licence expression"
     conflict = {"field": field, "record_license": _as_text(given), "batch_license": batch_license, "why": why}
     return RecordProvenance(source_id, mine, conflict)
