@@ -12,12 +12,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic import ValidationError
+from rich.console import Console
 from rich.table import Table
 
 from fm_assets.cli import cost
 from fm_assets.cli.pipes import err as console
 from fm_assets.cli.pipes import out, reader_left
-from fm_assets.cli.tables import print_summary
+from fm_assets.cli.tables import add_id_column, print_summary
 from fm_assets.engine.locks import RootBusyError, batch_run_locks
 from fm_assets.engine.store import ObjectStore, StorageUnavailableError
 from fm_assets.settings import Settings, load_settings
@@ -38,7 +39,9 @@ def cmd_sample_data(args: argparse.Namespace, settings: Settings) -> int:
     if args.modality in ("text", "all"):
         from fm_assets.sample_data import fetch_sample_data
 
-        summary = fetch_sample_data(Path(args.dest), max_docs=args.max_docs, source=args.source)
+        summary = fetch_sample_data(
+            Path(args.dest), max_docs=args.max_docs, source=args.source, progress=settings.progress
+        )
         table = Table(title=f"sample data ({summary['source']})")
         for column in ("package", "docs", "bytes", "licence"):
             table.add_column(column)
@@ -126,6 +129,9 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     if not wanted:
         console.print("[red]fm run: no batch to process: every landed batch awaits quarantine review[/red]")
         return 2
+    from fm_assets.datasets.release import latest_versions
+
+    before = latest_versions(_store(settings), settings.dataset_name)
     try:
         with exclusive_batches(settings, wanted, wait=args.wait):
             failures = run_batches(settings, wanted, release=not args.no_release, console=console)
@@ -141,8 +147,22 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     for batch, message in failures.items():
         console.print(f"[red]batch {batch} failed: {message}[/red]", highlight=False)
     if not args.no_release and "<release>" not in failures and set(wanted) - set(failures):
+        _report_releases(settings, before, out if not args.json else console)
         _report_held_back(settings)
     return 1 if failures else 0
+
+
+def _report_releases(settings: Settings, before: dict[str, str], where: Console) -> None:
+    """One line per dataset the release wrote (or found current): name, version and manifest, to copy into a
+    training config."""
+    from fm_assets.datasets.release import latest_versions
+    from fm_assets.engine import layout
+
+    store = _store(settings)
+    for dataset, version in latest_versions(store, settings.dataset_name).items():
+        what = "released" if before.get(dataset) != version else "unchanged"
+        manifest = store.uri(layout.dataset_manifest(dataset, version))
+        where.print(f"{what} {dataset} version {version}: {manifest}", markup=False, highlight=False)
 
 
 def _processable(settings: Settings, named: list[str], landed: list[str]) -> list[str] | None:
@@ -240,8 +260,8 @@ def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
         )
     out.print(table)
     table = Table(title="per batch evidence")
+    add_id_column(table)
     for column in (
-        "batch",
         "source",
         "licence",
         "namespace",
@@ -266,7 +286,8 @@ def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
     media_rows = [row for row in audit["batches"] if row.get("media_samples_landed")]
     if media_rows:
         table = Table(title="media: samples and checks per batch")
-        for column in ("batch", "samples landed", "in shards", "checks (value)"):
+        add_id_column(table)
+        for column in ("samples landed", "in shards", "checks (value)"):
             table.add_column(column, overflow="fold")
         for row in media_rows:
             checks = ", ".join(
@@ -510,9 +531,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
-    )
+    level = logging.DEBUG if args.verbose else logging.WARNING
+    # the handler's level too: libraries that set their own loggers to INFO (great-expectations does) stay quiet
+    handler = logging.StreamHandler()
+    handler.setLevel(level)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", handlers=[handler])
     try:
         settings = load_settings(root=args.root)
     except ValidationError as exc:

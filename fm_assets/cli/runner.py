@@ -76,7 +76,7 @@ def run_batches(
 
         def on_event(event: str, stage: str, batch: str, info: dict[str, Any]) -> None:
             if event == "start":
-                bar.describe(f"{batch[-30:]} · {stage}")
+                bar.describe(f"{batch} · {stage}")
             else:
                 bar.advance()
 

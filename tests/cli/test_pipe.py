@@ -43,6 +43,9 @@ def test_run_report_and_rejects_through_pipes(fm_env, real_sample, tmp_path):
     table = [line for line in run.stdout.splitlines() if "│" in line]  # the result, on stdout
     assert table and max(map(len, table)) > 100  # the summary table is not squeezed to 80 columns
     assert "│" not in progress and "[fm run " not in run.stdout
+    assert "great_expectations" not in progress and "lance::" not in progress  # no library chatter
+    released = [line for line in run.stdout.splitlines() if line.startswith("released ")]
+    assert released and all(" version " in line and line.endswith("manifest.json") for line in released)
 
     report = sh(f"{FM} report --json | cat")
     assert json.loads(report.stdout)[0]["batch"] == batch

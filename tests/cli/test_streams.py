@@ -113,3 +113,29 @@ def test_rejects_tells_a_typo_from_a_clean_batch_and_names_the_landed_file(root,
     )
     stage = fm(root, "rejects", clean, "--stage", "lnad")
     assert stage.returncode == 2 and "no stage 'lnad'" in stage.stderr
+
+
+def test_sample_data_in_a_pipe_draws_no_bars(root, tmp_path):
+    fetched = fm(root, "sample-data", str(tmp_path / "sample"), "--source", "python", "--max-docs", "3")
+    assert fetched.returncode == 0, fetched.stderr
+    assert "\r" not in fetched.stderr and "it/s" not in fetched.stderr  # no tqdm bar redrawn into the log
+    assert "python-stdlib" in fetched.stdout and "PSF-2.0" in fetched.stdout  # the summary is the result
+
+
+def test_a_narrow_terminal_shows_whole_batch_ids(root, tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from fm_assets.cli.tables import print_summary
+    from fm_assets.engine.store import ObjectStore
+
+    batch = land(root, tmp_path, "cloud")
+    run_land_stage(root, batch)
+    screen = io.StringIO()
+    print_summary(
+        Console(file=screen, width=80, force_terminal=True, color_system=None), ObjectStore(str(root)), None
+    )
+    assert any(batch in line for line in screen.getvalue().splitlines()), (
+        screen.getvalue()
+    )  # whole, on one line
