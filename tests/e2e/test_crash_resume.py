@@ -67,7 +67,14 @@ def test_kill_minus_nine_then_resume_is_byte_identical(fm_env, real_sample, tmp_
 
     clean_root = tmp_path / "clean"
     clean_store = ObjectStore(str(clean_root))
-    land_batch(clean_store, src, source="crashy", license_id="MIT", namespace="cloud", batch_id="b-crash")
+    land_batch(
+        clean_store,
+        src,
+        source="crashy",
+        license_id=package_licence(src),
+        namespace="cloud",
+        batch_id="b-crash",
+    )
     clean = _fm(
         {**env, "FM_ROOT": str(clean_root), "DAGSTER_HOME": str(tmp_path / "dagster_home")}, "run", batch
     )
