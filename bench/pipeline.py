@@ -146,8 +146,8 @@ for path in sorted(Path({str(sample_dir)!r}).rglob("*.jsonl")):
 lines = (lines * (1 + {docs} // max(1, len(lines))))[:{docs}]
 with open(src / "docs.jsonl", "w") as out:
     for i, line in enumerate(lines):
-        record = json.loads(line)
-        record["text"] = record["text"] + f"\\n\\nrevision {{i}}"
+        record = json.loads(line)  # text and url only: the packages' own licences differ from the batch's
+        record = {{"text": record["text"] + f"\\n\\nrevision {{i}}", "url": record.get("url")}}
         out.write(json.dumps(record) + "\\n")
 os.environ.update(FM_ROOT=str(Path({str(workdir)!r}) / "rss-root-{docs}"), DAGSTER_HOME=str(Path({str(workdir)!r}) / "rss-home-{docs}"), FM_PROGRESS="0", FM_NEAR_DEDUP="0")
 if {str(tokenizer_file or "")!r}:

@@ -18,7 +18,7 @@ from fm_assets.settings import Settings
 from fm_assets.side_inputs.tokenizer import pinned_tokenizer
 
 
-def _ensure_sample(root: Path, max_docs: int, console: Console) -> dict:
+def _ensure_sample(root: Path, max_docs: int, console: Console, *, progress: bool) -> dict:
     from fm_assets.sample_data import fetch_sample_data
 
     sample = root / "sample_data"
@@ -26,7 +26,7 @@ def _ensure_sample(root: Path, max_docs: int, console: Console) -> dict:
     if summary_file.exists():
         return json.loads(summary_file.read_text())
     console.print(f"fetching real public text into {sample} ...")
-    summary = fetch_sample_data(sample, max_docs=max_docs)
+    summary = fetch_sample_data(sample, max_docs=max_docs, progress=progress)  # bars only on a terminal
     summary_file.write_text(json.dumps(summary, indent=2))
     return summary
 
@@ -99,9 +99,9 @@ def run_demo(
         return 2
     root = Path(settings.root)
     store = ObjectStore(str(root))
-    sample = _ensure_sample(root, max_docs, console)
+    sample = _ensure_sample(root, max_docs, console, progress=settings.progress)
     batches = _ensure_batches(store, sample, console)
-    if media_samples:  # after the text batches: the tokenizer trains on the earliest batch's text
+    if media_samples:  # after the text batches: the tokenizer trains on their documents, not captions
         batches += _ensure_batches(store, _ensure_media_sample(root, media_samples, console), console)
     failures = run_batches(settings, batches, console=console)
     if failures:
@@ -113,7 +113,7 @@ def run_demo(
         f"{len(rows)} stage reports; `fm report` shows them, `fm rejects BATCH` lists what was dropped"
     )
 
-    print_summary(console, store, batches)
+    print_summary(out, store, batches)
     name = settings.dataset_name
     latest = store.read_json(layout.dataset_latest(name))["version"]
     manifest_path = store.uri(layout.dataset_manifest(name, latest))

@@ -13,19 +13,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic import ValidationError
+from rich.console import Console
 from rich.table import Table
 
 from fm_assets.cli import cost
-from fm_assets.cli.pipes import pipe_console, reader_left
-from fm_assets.cli.tables import print_summary
+from fm_assets.cli.pipes import err as console
+from fm_assets.cli.pipes import out, reader_left
+from fm_assets.cli.tables import add_id_column, print_summary
 from fm_assets.engine.identifiers import InvalidIdentifierError, check_batch_id, check_source_name
 from fm_assets.engine.locks import RootBusyError, batch_run_locks
 from fm_assets.engine.storage_errors import RedactingFilter, one_line_error
 from fm_assets.engine.store import ObjectStore, StorageUnavailableError
 from fm_assets.settings import Settings, load_settings
-
-console = pipe_console(stderr=True, soft_wrap=True)
-out = pipe_console()
 
 DEMO_LICENSES = {"python-stdlib": "PSF-2.0"}
 OFFLINE_COMMANDS = frozenset({"sample-data"})  # commands that do not touch the store
@@ -43,13 +42,15 @@ def cmd_sample_data(args: argparse.Namespace, settings: Settings) -> int:
     if args.modality in ("text", "all"):
         from fm_assets.sample_data import fetch_sample_data
 
-        summary = fetch_sample_data(Path(args.dest), max_docs=args.max_docs, source=args.source)
+        summary = fetch_sample_data(
+            Path(args.dest), max_docs=args.max_docs, source=args.source, progress=settings.progress
+        )
         table = Table(title=f"sample data ({summary['source']})")
         for column in ("package", "docs", "bytes", "licence"):
             table.add_column(column)
         for name, info in summary["packages"].items():
             table.add_row(name, str(info["docs"]), f"{info['bytes']:,}", info.get("license", "?"))
-        console.print(table)
+        out.print(table)
     if args.modality in ("image", "audio", "all"):
         from fm_assets.sample_data.media import MEDIA_MODALITIES, fetch_media_sample_data
 
@@ -67,7 +68,7 @@ def cmd_sample_data(args: argparse.Namespace, settings: Settings) -> int:
                 info["license"],
                 info["folder"],
             )
-        console.print(table)
+        out.print(table)
         if not media["total_samples"]:
             console.print(f"[red]fm sample-data: no media samples ({'; '.join(media['errors'])})[/red]")
             return 1
@@ -139,6 +140,9 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     if not wanted:
         console.print("[red]fm run: no batch to process: every landed batch awaits quarantine review[/red]")
         return 2
+    from fm_assets.datasets.release import latest_versions
+
+    before = latest_versions(_store(settings), settings.dataset_name)
     try:
         with exclusive_batches(settings, wanted, wait=args.wait):
             failures = run_batches(settings, wanted, release=not args.no_release, console=console)
@@ -150,16 +154,30 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
 
         out.print_json(json.dumps(build_report(_store(settings), args.batches or None)))
     else:
-        print_summary(console, _store(settings), args.batches or None)
+        print_summary(out, _store(settings), args.batches or None)
     for batch, message in failures.items():
         console.print(f"[red]batch {batch} failed: {message}[/red]", highlight=False)
     held_back = []
     if not args.no_release and "<release>" not in failures and set(wanted) - set(failures):
+        _report_releases(settings, before, out if not args.json else console)
         held_back = _report_held_back(settings)
         from fm_assets.cli.revoke import complete_pending
 
         complete_pending(settings, _store(settings), console)  # an `fm revoke` killed part-way
     return 1 if failures or held_back else 0  # a held-back batch is a non-zero exit, as documented
+
+
+def _report_releases(settings: Settings, before: dict[str, str], where: Console) -> None:
+    """One line per dataset the release wrote (or found current): name, version and manifest, to copy into a
+    training config."""
+    from fm_assets.datasets.release import latest_versions
+    from fm_assets.engine import layout
+
+    store = _store(settings)
+    for dataset, version in latest_versions(store, settings.dataset_name).items():
+        what = "released" if before.get(dataset) != version else "unchanged"
+        manifest = store.uri(layout.dataset_manifest(dataset, version))
+        where.print(f"{what} {dataset} version {version}: {manifest}", markup=False, highlight=False)
 
 
 def _processable(settings: Settings, named: list[str], landed: list[str]) -> list[str] | None:
@@ -219,12 +237,25 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_rejects(args: argparse.Namespace, settings: Settings) -> int:
-    from fm_assets.reports.report import iter_rejects
+    from fm_assets.reports.report import NoSuchBatchOrStage, NotRunError, iter_rejects, rejects_scope
 
-    for row in iter_rejects(_store(settings), args.batch, args.stage):
+    store = _store(settings)
+    try:  # a typo (exit 2) or a batch not run (exit 1) is not a clean batch (exit 0, "0 rejected record(s)")
+        stages = rejects_scope(store, args.batch, args.stage)
+    except (NoSuchBatchOrStage, NotRunError) as exc:
+        console.print(f"fm rejects: {exc}", style="red", markup=False, highlight=False)
+        return 2 if isinstance(exc, NoSuchBatchOrStage) else 1
+    count = 0
+    for row in iter_rejects(store, args.batch, args.stage):
         if not args.with_text:
             row["text"] = (row["text"] or "")[:200]
         sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
+        count += 1
+    console.print(
+        f"{count} rejected record(s) in {args.batch} ({len(stages)} stage output(s) read)",
+        markup=False,
+        highlight=False,
+    )
     return 0
 
 
@@ -246,8 +277,8 @@ def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
         )
     out.print(table)
     table = Table(title="per batch evidence")
+    add_id_column(table)
     for column in (
-        "batch",
         "source",
         "licence",
         "namespace",
@@ -272,7 +303,8 @@ def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
     media_rows = [row for row in audit["batches"] if row.get("media_samples_landed")]
     if media_rows:
         table = Table(title="media: samples and checks per batch")
-        for column in ("batch", "samples landed", "in shards", "checks (value)"):
+        add_id_column(table)
+        for column in ("samples landed", "in shards", "checks (value)"):
             table.add_column(column, overflow="fold")
         for row in media_rows:
             checks = ", ".join(
@@ -288,17 +320,17 @@ def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
         out.print(table)
     # issue 19: blocking failures (held back) apart from warnings
     if audit["failed_blocking_checks"]:
-        console.print(
+        out.print(
             f"[red]failed blocking checks (held back): {', '.join(audit['failed_blocking_checks'])}[/red]",
             highlight=False,
         )
     if audit["failed_warning_checks"]:
-        console.print(
+        out.print(
             f"[yellow]failed warning-level checks: {', '.join(audit['failed_warning_checks'])}[/yellow]",
             highlight=False,
         )
     for finding in audit["integrity"]["findings"]:
-        console.print(f"[red]damaged since its checks ran: {finding['path']} {finding['problem']}[/red]")
+        out.print(f"[red]damaged since its checks ran: {finding['path']} {finding['problem']}[/red]")
     _print_compliance(audit["compliance"])
     return 0
 
@@ -345,7 +377,7 @@ def _write_markdown_audit(audit: dict, output: str | None) -> int:
     text = render_markdown(audit)
     if output:
         Path(output).write_text(text)
-        console.print(f"audit written to {output}")
+        out.print(f"audit written to {output}", highlight=False)
     else:
         sys.stdout.write(text)
     return 0
@@ -358,17 +390,17 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         out.print_json(json.dumps(report.to_json()))
     else:
-        console.print(
+        out.print(
             f"checked {report.outputs_checked} stage outputs ({report.files_checked:,} files, "
             f"{report.bytes_checked / 1e6:,.1f} MB{', sizes only' if args.quick else ', sha256'}), "
             f"{report.cas_checked:,} CAS objects, {report.releases_checked} releases"
         )
         for finding in report.findings:
-            console.print(
+            out.print(
                 f"[red]{finding.kind}: {finding.path} {finding.problem}[/red]\n  repair: {finding.repair}"
             )
         if report.ok:
-            console.print("[green]no damage found[/green]")
+            out.print("[green]no damage found[/green]")
     return 0 if report.ok else 1
 
 
@@ -379,7 +411,7 @@ def cmd_repair(args: argparse.Namespace, settings: Settings) -> int:
     store = _store(settings)
     if args.cas:
         restored = repair_cas(store)
-        console.print(f"restored {len(restored)} CAS object(s) from their landed copies")
+        out.print(f"restored {len(restored)} CAS object(s) from their landed copies")
         if not args.batch:
             return 0
     if not args.batch:
@@ -394,7 +426,7 @@ def cmd_repair(args: argparse.Namespace, settings: Settings) -> int:
         with exclusive_batches(settings, [args.batch], wait=False):
             plan = plan_and_reset(store, args.batch, stages_to_check(args.stage))
             if not plan.needed:
-                console.print(f"no damage in {args.batch}'s outputs of {args.stage or 'any stage'}")
+                out.print(f"no damage in {args.batch}'s outputs of {args.stage or 'any stage'}")
                 return 0
             for stage, paths in plan.damaged.items():
                 units = ", ".join(plan.units[stage])
@@ -414,7 +446,7 @@ def cmd_repair(args: argparse.Namespace, settings: Settings) -> int:
         same = (
             "unchanged" if after == before else f"CHANGED ({before[:12]} -> {after[:12]}: not a pure stage?)"
         )
-        console.print(f"{stage}[{args.batch}] repaired; data version {same}")
+        out.print(f"{stage}[{args.batch}] repaired; data version {same}")
     return 0
 
 
@@ -537,9 +569,11 @@ CHATTY_LOGGERS = ("botocore", "aiobotocore", "boto3", "s3transfer", "urllib3", "
 def configure_logging(*, verbose: bool) -> None:
     """Log to stderr; with -v at DEBUG, except the HTTP/S3 libraries' wire dumps, and every line redacted
     (access key ids, signatures, credential scopes, tokens: ``storage_errors.RedactingFilter``)."""
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
-    )
+    level = logging.DEBUG if verbose else logging.WARNING
+    # the handler's level too: libraries that set their own loggers to INFO (great-expectations does) stay quiet
+    handler = logging.StreamHandler()
+    handler.setLevel(level)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", handlers=[handler])
     for name in CHATTY_LOGGERS:
         logging.getLogger(name).setLevel(logging.INFO if verbose else logging.WARNING)
     for handler in logging.getLogger().handlers:

@@ -1,5 +1,9 @@
-"""`fm` in a pipe or a log: consoles that keep tables wide without a terminal, and a quiet stop with the
-usual exit status (128 + SIGPIPE) when the reader goes away (`fm rejects B | head`)."""
+"""`fm` in a pipe or a log: the two consoles every command prints through, tables kept wide without a
+terminal, and a quiet stop with the usual exit status (128 + SIGPIPE) when the reader goes away
+(`fm rejects B | head`).
+
+``out`` (stdout) carries a command's result: what a script captures (ids, tables, reports, JSON, the version
+released). ``err`` (stderr) carries everything about getting there: progress, notes, warnings and errors."""
 
 from __future__ import annotations
 
@@ -64,3 +68,7 @@ def reader_left() -> int:
         with contextlib.suppress(OSError, ValueError):
             os.dup2(devnull, stream.fileno())
     return SIGPIPE_EXIT
+
+
+out = pipe_console()  # results
+err = pipe_console(stderr=True, soft_wrap=True)  # progress, warnings, errors

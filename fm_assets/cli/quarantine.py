@@ -9,6 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from fm_assets.cli.tables import add_id_column
 from fm_assets.compliance.namespaces import quarantine_rows
 from fm_assets.compliance.promotions import (
     RELEASE_NAMESPACES,
@@ -46,8 +47,8 @@ def run(args: argparse.Namespace, store: ObjectStore, console: Console, out: Con
             out.print_json(json.dumps(rows))
             return 0
         table = Table(title="quarantine batches")
+        add_id_column(table)
         for column in (
-            "batch",
             "source",
             "licence",
             "status",
@@ -78,14 +79,14 @@ def run(args: argparse.Namespace, store: ObjectStore, console: Console, out: Con
                 reviewer=args.reviewer,
                 reason=args.reason,
             )
-            console.print(
+            out.print(
                 f"promoted {decision.batch} to {decision.to} (reviewer {decision.reviewer}); process and release "
                 f"it with `fm run {decision.batch}`",
                 highlight=False,
             )
         else:
             decision = reject(store, args.batch, reviewer=args.reviewer, reason=args.reason)
-            console.print(
+            out.print(
                 f"rejected {decision.batch} (reviewer {decision.reviewer}): never processed",
                 highlight=False,
             )

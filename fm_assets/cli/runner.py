@@ -7,6 +7,7 @@ from typing import Any
 from dagster import DagsterInstance
 from rich.console import Console
 
+from fm_assets.cli.pipes import err
 from fm_assets.cli.progress_view import progress_view
 from fm_assets.defs.partitions import BATCH_PARTITIONS_NAME
 from fm_assets.engine import progress
@@ -61,7 +62,7 @@ def run_batches(
     from fm_assets.stages.batch_chains import batch_chains
     from fm_assets.stages.names import ALL_STAGE_NAMES
 
-    console = console or Console(stderr=True)
+    console = console or err
     instance = dagster_instance(settings)
     defs = build_definitions(settings)
     store = (defs.resources or {})["store"].store()
@@ -86,7 +87,7 @@ def run_batches(
 
         def on_event(event: str, stage: str, batch: str, info: dict[str, Any]) -> None:
             if event == "start":
-                bar.describe(f"{batch[-30:]} · {stage}")
+                bar.describe(f"{batch} · {stage}")
             elif event == "wait":  # a cross-batch wait: say what for, every retry
                 console.print(
                     f"[yellow]{stage}[{batch}]: {info.get('message', 'waiting')}[/yellow]", highlight=False

@@ -11,12 +11,18 @@ from fm_assets.engine.store import ObjectStore
 from fm_assets.reports.report import build_report
 
 
+def add_id_column(table: Table, header: str = "batch") -> None:
+    """A column of ids (batch ids): never cut, wrapped or ellipsized, so even a narrow terminal shows each id
+    whole on one line to copy; the other columns give way."""
+    table.add_column(header, no_wrap=True, overflow="fold")
+
+
 def print_summary(console: Console, store: ObjectStore, batches: list[str] | None) -> list[dict[str, Any]]:
     """The per-stage table of `fm run`, `fm report` and `fm demo`."""
     rows = build_report(store, batches)
     table = Table(title="per-stage summary")
+    add_id_column(table)
     for column in (
-        "batch",
         "stage",
         "in",
         "out",
@@ -31,7 +37,7 @@ def print_summary(console: Console, store: ObjectStore, batches: list[str] | Non
     for row in rows:
         reasons = sorted(row["rejects_by_reason"].items(), key=lambda kv: -kv[1])[:3]
         table.add_row(
-            row["batch"] if not console.is_terminal else row["batch"][-28:],  # a log keeps the whole id
+            row["batch"],
             row["stage"],
             f"{row['records_in']:,}",
             f"{row['records_out']:,}",

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from PIL import Image
 
 from fm_assets.compliance.namespaces import DEFAULT_NAMESPACE, lance_uri
-from fm_assets.datasets.views import LANCE_INPUTS_KEY, LANCE_LOCK, stage_versions
+from fm_assets.datasets.views import LANCE_INPUTS_KEY, LANCE_LOCK, lance_write_mode, stage_versions
 from fm_assets.engine.hashing import stable_hash
 from fm_assets.engine.landing import read_batch_manifest
 from fm_assets.engine.locks import store_lock
@@ -183,7 +183,7 @@ def write_media_lance(
                 ),
             )
             dataset = lance.write_dataset(
-                reader, uri, schema=schema, mode="overwrite", storage_options=storage_options
+                reader, uri, schema=schema, mode=lance_write_mode(existing), storage_options=storage_options
             )
             logging.getLogger(__name__).info(
                 "Lance %s: version %d, %d rows", uri, dataset.version, dataset.count_rows()

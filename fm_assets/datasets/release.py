@@ -121,6 +121,18 @@ def latest_held_back(store: ObjectStore, name: str) -> list[dict[str, str]]:
     return held
 
 
+def latest_versions(store: ObjectStore, name: str) -> dict[str, str]:
+    """Dataset -> its latest version, for ``name`` and every release derived from it (other namespaces, image-text
+    and audio-text)."""
+    found: dict[str, str] = {}
+    for entry in sorted(store.list("datasets")):
+        dataset = entry.rstrip("/").rsplit("/", 1)[-1]
+        rel = layout.dataset_latest(dataset)
+        if (dataset == name or dataset.startswith(f"{name}-")) and store.exists(rel):
+            found[dataset] = store.read_json(rel)["version"]
+    return found
+
+
 def namespace_candidates(store: ObjectStore) -> dict[str, list[str]]:
     """Release namespace -> the text batches (landed or with shards) whose effective namespace it is.
     Quarantine batches without a promotion belong to none: they are never released; batches without text

@@ -104,6 +104,12 @@ LANCE_SCHEMA = pa.schema(
 LANCE_INPUTS_KEY = b"fm.inputs_version"
 
 
+def lance_write_mode(existing: Any) -> str:
+    """``overwrite`` a dataset that exists, ``create`` one that does not (overwriting nothing makes Lance log a
+    warning on stderr, which the CLI's output should not carry)."""
+    return "create" if existing is None else "overwrite"
+
+
 # -- Iceberg ------------------------------------------------------------------------------------
 
 
@@ -446,7 +452,7 @@ def _write_documents_lance(
         schema, (b.replace_schema_metadata(schema.metadata) for b in iter_document_rows(store, batches))
     )
     dataset = lance.write_dataset(
-        reader, uri, schema=schema, mode="overwrite", storage_options=storage_options
+        reader, uri, schema=schema, mode=lance_write_mode(existing), storage_options=storage_options
     )
     log.info("Lance %s: version %d, %d rows", uri, dataset.version, dataset.count_rows())
     return {

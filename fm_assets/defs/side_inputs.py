@@ -1,8 +1,10 @@
 """Side inputs as assets, so the UI shows why a stage is stale: the tokenizer (trained or registered once,
 pinned by sha256) and the blocklists and eval registry (observable sources: their version is their content).
 
-The tokenizer trains on the earliest landed batch's curated text; until that exists it waits and retries
-like a stage waiting for earlier batches (``stage_assets.retry_when_pending``)."""
+The tokenizer trains on the text of the earliest landed batch that kept any (its curated documents, else its
+captions and transcripts); until that exists it waits and retries like a stage waiting for earlier batches
+(``stage_assets.retry_when_pending``). Both stages it may read are its upstream, so in a batch's run it goes
+after them."""
 
 import warnings
 from collections.abc import Callable
@@ -30,23 +32,28 @@ from fm_assets.defs.resources.tokenizer_registry import TokenizerRegistryResourc
 from fm_assets.defs.stage_assets import retry_when_pending
 from fm_assets.engine.refs import EarlierBatchPending
 from fm_assets.side_inputs.quality_model import pinned_quality_model
-from fm_assets.side_inputs.tokenizer import TRAINING_STAGE, ensure_pinned
+from fm_assets.side_inputs.tokenizer import CAPTION_STAGE, TRAINING_STAGE, ensure_pinned
+
+PARTITION_TAG = "dagster/partition"  # the tag Dagster puts on a partitioned run (no public constant)
 
 
 @asset(
     group_name="side_inputs",
-    deps=[TRAINING_STAGE],
-    code_version="tokenizer-v1",
+    deps=[TRAINING_STAGE, CAPTION_STAGE],
+    code_version="tokenizer-v2",
     kinds={"python"},
     pool="tokenizer",
     description="The pinned tokenizer: FM_TOKENIZER_FILE registered, else a byte-level BPE trained once on "
-    "the curated text of the earliest landed batch. Its sha256 is an input of tokenize's key.",
+    "the text of the earliest landed batch that kept any (curated documents, else captions and transcripts). "
+    "Its sha256 is an input of tokenize's key.",
 )
 def tokenizer(
     context: AssetExecutionContext, store: ObjectStoreResource, tokenizers: TokenizerRegistryResource
 ) -> MaterializeResult:
     try:
-        pinned, action = ensure_pinned(store.store(), tokenizers.spec())
+        # the batch this run is for (none when the asset is materialized by itself): never wait on a later one
+        run_batch = context.run.tags.get(PARTITION_TAG)
+        pinned, action = ensure_pinned(store.store(), tokenizers.spec(), for_batch=run_batch)
     except EarlierBatchPending as pending:
         retry_when_pending(context, pending)
     context.log.info(f"tokenizer {pinned.sha256[:12]}: {action}")

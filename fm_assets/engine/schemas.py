@@ -26,6 +26,9 @@ DOC_SCHEMA = pa.schema(
         pa.field("lang_score", pa.float32()),
         pa.field("quality_score", pa.float32()),  # higher is better; used to pick dedup survivors
         pa.field("pii_flags", pa.string()),  # JSON list of PII kinds found (pre-flag, not removed)
+        # the record's own provenance, as its source gave it (transforms/readers/provenance.py)
+        pa.field("source_id", pa.string()),  # its own id field
+        pa.field("record_license", pa.string()),  # its own licence field (canonical SPDX; equals `license`)
     ]
 )
 
@@ -43,6 +46,9 @@ REJECT_SCHEMA = pa.schema(
 )
 
 
+LANDED_DETAILS = ("origin", "key")  # media record fields a reject keeps in its details
+
+
 def make_doc_id(cas_hash: str, record_index: int) -> str:
     return f"{cas_hash[:16]}:{record_index}"
 
@@ -58,14 +64,17 @@ def reject_row(
     record_index: int | None = None,
     text: str | None = None,
 ) -> dict[str, Any]:
-    """Build one rejects-table row; ``record`` (a DOC_SCHEMA dict) supplies defaults."""
+    """Build one rejects-table row; ``record`` (a DOC_SCHEMA or media record dict) supplies defaults, and a
+    media sample's landed file (``origin``: its path inside the batch, plus ``#key`` inside a tar or JSONL) and
+    key go into the details, so a reject at any stage names the file to look at."""
     record = record or {}
+    details = {**{k: record[k] for k in LANDED_DETAILS if record.get(k) is not None}, **(details or {})}
     return {
         "doc_id": record.get("doc_id"),
         "batch": batch,
         "stage": stage,
         "reason": reason,
-        "details": json.dumps(details or {}, sort_keys=True, default=str),
+        "details": json.dumps(details, sort_keys=True, default=str),
         "cas_hash": cas_hash if cas_hash is not None else record.get("cas_hash"),
         "record_index": record_index if record_index is not None else record.get("record_index"),
         "text": text if text is not None else record.get("text"),

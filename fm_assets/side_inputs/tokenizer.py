@@ -2,13 +2,16 @@
 
 ``tokenizers/<sha256>.json`` holds each registered file; ``tokenizers/pinned.json`` names the one the
 pipeline uses. Pinning happens in one place only, the ``tokenizer`` asset (``ensure_pinned``): it registers
-a configured file, or trains a byte-level BPE on a sample of the curated text, under a lock, once. The
+a configured file, or trains a byte-level BPE on a sample of the landed text, under a lock, once. The
 tokenize stage only reads the pin (``pinned_tokenizer``); computing its key never trains or pins.
 
-The training corpus does not depend on run order: it is the curated (``decontaminate``) text of the
-earliest landed complete batch only, a batch that has no earlier batch and so the same output whichever
-runs go first. Until that batch has curated output, ``ensure_pinned`` raises ``EarlierBatchPending`` (the
-Dagster asset waits and retries), instead of training on whatever batches happen to be done.
+The training corpus does not depend on run order (``training_corpus``): it is the text of the earliest
+landed complete batch that kept any text: its curated (``decontaminate``) documents, or, for a batch that
+kept none (images or audio), its captions and transcripts as landed (``media_land``). Batches are looked at
+in id order and each one's output is a pure function of what was landed, so the same root trains the same
+tokenizer whichever runs go first. Until a batch looked at has that output, ``ensure_pinned`` raises
+``EarlierBatchPending`` (the Dagster asset waits and retries), instead of training on whatever batches happen
+to be done; it never waits on a batch later than the one being run (that would stall a serial run).
 """
 
 from __future__ import annotations
@@ -25,7 +28,15 @@ from fm_assets.engine import layout
 from fm_assets.engine.hashing import sha256_bytes
 from fm_assets.engine.landing import held_for_review, list_complete_batches
 from fm_assets.engine.locks import store_lock
-from fm_assets.engine.refs import EarlierBatchPending, read_ref, read_success
+from fm_assets.engine.records import StageSuccess
+from fm_assets.engine.refs import (
+    EarlierBatchFailed,
+    EarlierBatchPending,
+    read_failure,
+    read_ref,
+    read_success,
+    read_success_at,
+)
 from fm_assets.engine.store import ObjectStore, iter_parquet_batches
 
 log = logging.getLogger(__name__)
@@ -33,7 +44,9 @@ log = logging.getLogger(__name__)
 EOS_CANDIDATES = ("<|endoftext|>", "</s>", "<eos>", "[SEP]", "<|end_of_text|>")
 PINNED = layout.PINNED_TOKENIZER
 TRAINING_STAGE = "decontaminate"  # the BPE learns from what reaches tokenize
+CAPTION_STAGE = "media_land"  # else from captions/transcripts as landed (the media chain's first stage)
 TRAINED_ORIGIN = "trained:"  # + the batch trained on: the pin's origin when no file was configured
+CAPTIONS_SUFFIX = ":captions"  # + this when the BPE learnt from a media batch's captions
 
 
 class TokenizerError(ValueError):
@@ -135,11 +148,50 @@ def pinned_tokenizer(store: ObjectStore) -> PinnedTokenizer:
     return registry.get(sha)
 
 
-def training_batch(store: ObjectStore) -> str:
-    """The batch a BPE is trained on: the earliest landed complete one, once its curated output exists.
+@dataclass(frozen=True)
+class TrainingCorpus:
+    """What a BPE learns from: the text column of ``stage``'s output for ``batch``."""
 
-    Raises ``TokenizerError`` when nothing is landed, ``EarlierBatchPending`` while that batch has no
-    ``decontaminate`` output yet (its run is still going, or it has not been run).
+    batch: str
+    stage: str  # TRAINING_STAGE (curated documents) or CAPTION_STAGE (captions and transcripts)
+
+    @property
+    def origin(self) -> str:
+        return f"{TRAINED_ORIGIN}{self.batch}{CAPTIONS_SUFFIX if self.stage == CAPTION_STAGE else ''}"
+
+
+PURPOSE = (
+    "a BPE is trained on the text of the earliest landed batch that kept any (the same whatever runs first; set "
+    "FM_TOKENIZER_FILE to pin a given tokenizer.json instead)"
+)
+
+
+def _output(store: ObjectStore, stage: str, batch: str, for_batch: str | None) -> StageSuccess:
+    """``stage``'s current output for ``batch``; raises while there is none (pending, failed, or later than
+    ``for_batch``, the batch being run, which must never wait on a later one)."""
+    ref = read_ref(store, stage, batch)
+    if ref is not None:
+        return read_success_at(store, ref.prefix)
+    error = read_failure(store, stage, batch)
+    if error is not None:
+        raise EarlierBatchFailed(stage, "tokenizer", {batch: error})
+    if for_batch is not None and batch > for_batch:
+        raise TokenizerError(
+            f"cannot train a tokenizer yet: no landed batch up to {for_batch} kept any text (documents after "
+            f"`{TRAINING_STAGE}`, captions or transcripts at `{CAPTION_STAGE}`), and the next one, {batch}, "
+            f"has not run. Run it (`fm run {batch}`), then {for_batch} again; or set FM_TOKENIZER_FILE"
+        )
+    raise EarlierBatchPending(stage, "tokenizer", [batch], purpose=PURPOSE)
+
+
+def training_corpus(store: ObjectStore, for_batch: str | None = None) -> TrainingCorpus:
+    """The text a BPE is trained on: the earliest landed complete batch (id order, unreviewed quarantine
+    batches skipped) that kept curated documents, or else captions/transcripts.
+
+    A batch's documents are looked at before its captions, and a batch before the next one, so the choice
+    depends only on what was landed. Raises ``EarlierBatchPending`` while the batch looked at has no output
+    yet, ``EarlierBatchFailed`` when its latest run of that stage failed, and ``TokenizerError`` when nothing
+    is landed or no landed batch kept any text.
     """
     landed = [b for b in list_complete_batches(store) if not held_for_review(store, b)]  # never unreviewed
     if not landed:
@@ -147,36 +199,38 @@ def training_batch(store: ObjectStore) -> str:
             "cannot train a tokenizer: no landing batch is complete yet (land one with `fm land`, or set "
             "FM_TOKENIZER_FILE)"
         )
-    earliest = landed[0]
-    if read_ref(store, TRAINING_STAGE, earliest) is None:
-        raise EarlierBatchPending(
-            TRAINING_STAGE,
-            "tokenizer",
-            [earliest],
-            purpose="a BPE is trained on the curated text of the earliest landed batch (the same whatever runs "
-            "first; set FM_TOKENIZER_FILE to pin a given tokenizer.json instead)",
-        )
-    return earliest
+    for batch in landed:
+        for stage in (TRAINING_STAGE, CAPTION_STAGE):
+            if _output(store, stage, batch, for_batch).counts.records_out > 0:
+                return TrainingCorpus(batch, stage)
+    raise TokenizerError(
+        f"cannot train a tokenizer: none of the {len(landed)} landed batch(es) kept any text (documents after "
+        f"`{TRAINING_STAGE}`, captions or transcripts at `{CAPTION_STAGE}`); land some text, or set "
+        "FM_TOKENIZER_FILE to pin a given tokenizer.json"
+    )
 
 
-def training_texts(store: ObjectStore, batch: str, limit: int) -> Iterator[str]:
-    """Up to ``limit`` curated documents of ``batch``, in part order (deterministic)."""
+def training_texts(store: ObjectStore, corpus: TrainingCorpus, limit: int) -> Iterator[str]:
+    """Up to ``limit`` texts of ``corpus``, in part order (deterministic)."""
 
     def texts() -> Iterator[str]:
-        for part in read_success(store, TRAINING_STAGE, batch).parts:
+        for part in read_success(store, corpus.stage, corpus.batch).parts:
             for record_batch in iter_parquet_batches(store, part, columns=["text"]):
                 yield from record_batch["text"].to_pylist()
 
     return itertools.islice(texts(), limit)
 
 
-def ensure_pinned(store: ObjectStore, spec: TokenizerSpec) -> tuple[PinnedTokenizer, str]:
+def ensure_pinned(
+    store: ObjectStore, spec: TokenizerSpec, *, for_batch: str | None = None
+) -> tuple[PinnedTokenizer, str]:
     """Pin the tokenizer ``spec`` asks for, once; returns (pinned tokenizer, what happened).
 
     A configured file is registered and pinned (re-pinned when it changed). Without one, an existing pin
-    stays; only when nothing is pinned is a BPE trained, on the curated text of the earliest landed batch
-    (``training_batch``: raises ``EarlierBatchPending`` until it has some). The lock makes concurrent runs
-    agree on one pin; the fixed corpus makes that pin the same whichever run takes the lock first.
+    stays; only when nothing is pinned is a BPE trained, on ``training_corpus`` (raises
+    ``EarlierBatchPending`` until the batch it looks at has output; ``for_batch``, the batch being run, bounds
+    how far it looks). The lock makes concurrent runs agree on one pin; the fixed corpus makes that pin the
+    same whichever run takes the lock first.
     """
     registry = TokenizerRegistry(store)
     with store_lock(store, "tokenizer"):
@@ -189,15 +243,11 @@ def ensure_pinned(store: ObjectStore, spec: TokenizerSpec) -> tuple[PinnedTokeni
         sha = registry.pinned_sha()
         if sha is not None:
             return registry.get(sha), "unchanged"
-        batch = training_batch(store)
-        texts = training_texts(store, batch, spec.train_sample_docs)
-        first = next(texts, None)
-        if first is None:
-            raise TokenizerError(
-                f"cannot train a tokenizer: the earliest landed batch {batch} kept no documents after "
-                f"`{TRAINING_STAGE}`; set FM_TOKENIZER_FILE to pin a given tokenizer.json"
-            )
-        log.info("no tokenizer configured or pinned: training a byte-level BPE on batch %s", batch)
-        sha = registry.train_bpe(itertools.chain([first], texts), spec.train_vocab_size)
-        registry.pin(sha, origin=f"{TRAINED_ORIGIN}{batch}")
+        corpus = training_corpus(store, for_batch)
+        what = "curated text" if corpus.stage == TRAINING_STAGE else "captions and transcripts"
+        log.info(
+            "no tokenizer configured or pinned: training a byte-level BPE on the %s of %s", what, corpus.batch
+        )
+        sha = registry.train_bpe(training_texts(store, corpus, spec.train_sample_docs), spec.train_vocab_size)
+        registry.pin(sha, origin=corpus.origin)
         return registry.get(sha), "trained"

@@ -4,7 +4,9 @@ Landed files are grouped into work units of about ``land_unit_bytes`` (path orde
 every ``land_part_bytes`` of text, which sets the unit size of every later stage. The raw bytes go to
 ``cas/<h[:2]>/<h>`` (write-once); a file whose bytes are already there (from this or an earlier batch) is
 recorded as an exact duplicate at ingest, after re-verifying the stored copy (a damaged one is replaced).
-Unparseable input (invalid UTF-8, truncated archives, malformed JSON, ...) is quarantined here.
+Unparseable input (invalid UTF-8, truncated archives, malformed JSON, ...) is quarantined here. A record's own
+``id`` and licence are kept as ``source_id`` and ``record_license``; a record whose licence is not the batch's
+is quarantined (``license_conflict``, ``transforms.readers.provenance``), never relabelled.
 
 Files the media chain reads (images, audio, their caption/transcript companions, tars, ``*.media.jsonl``:
 ``transforms.readers.media_samples.media_claims``) are not documents: land counts them (``media_files``) and
@@ -27,13 +29,14 @@ from fm_assets.engine.stage import SideInputs, Stage, StageContext, UnitContext,
 from fm_assets.engine.store import ObjectStore
 from fm_assets.transforms.readers import RawReject, iter_raw_records
 from fm_assets.transforms.readers.media_samples import media_claims
+from fm_assets.transforms.readers.provenance import LICENSE_CONFLICT, record_provenance
 
 log = logging.getLogger(__name__)
 
 
 class LandStage(Stage):
     name = "land"
-    code_version = "land-v3"
+    code_version = "land-v4"  # v4: records keep source_id / record_license
     upstream = None
     description = "Raw files -> content-addressed store -> parsed document records (bad input quarantined)."
 
@@ -136,23 +139,29 @@ class LandStage(Stage):
                         text=item.raw_prefix,
                     )
                     continue
-                unit.write(
-                    {
-                        "doc_id": make_doc_id(sha, item.record_index),
-                        "batch": ctx.batch,
-                        "source": manifest.source,
-                        "license": manifest.license,
-                        "namespace": manifest.namespace,
-                        "cas_hash": sha,
-                        "record_index": item.record_index,
-                        "url": item.url or f"cas://{sha}#{item.record_index}",
-                        "text": item.text or "",
-                        "lang": None,
-                        "lang_score": None,
-                        "quality_score": None,
-                        "pii_flags": None,
-                    }
-                )
+                provenance = record_provenance(item.meta, manifest.license)
+                record = {
+                    "doc_id": make_doc_id(sha, item.record_index),
+                    "batch": ctx.batch,
+                    "source": manifest.source,
+                    "license": manifest.license,
+                    "namespace": manifest.namespace,
+                    "cas_hash": sha,
+                    "record_index": item.record_index,
+                    "url": item.url or f"cas://{sha}#{item.record_index}",
+                    "text": item.text or "",
+                    "lang": None,
+                    "lang_score": None,
+                    "quality_score": None,
+                    "pii_flags": None,
+                    "source_id": provenance.source_id,
+                    "record_license": provenance.record_license,
+                }
+                if provenance.conflict is not None:  # never relabelled with the batch's licence: quarantined
+                    details = {**provenance.conflict, "source_id": provenance.source_id, "file": rel_in_batch}
+                    unit.reject(record, LICENSE_CONFLICT, details)
+                    continue
+                unit.write(record)
         return records_in
 
 

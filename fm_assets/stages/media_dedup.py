@@ -48,7 +48,7 @@ DUPLICATE_RATE_CHECK = StageCheck(
 
 class MediaDedupStage(ExactDedupStage):
     name = "media_dedup"
-    code_version = "media-dedup-v2"
+    code_version = "media-dedup-v3"  # v3: rejects name the landed file
     upstream = "media_filter"
     description = "Exact dedup of media by raw-bytes sha256, within the batch and across all earlier batches."
     output_schema = MEDIA_SCHEMA

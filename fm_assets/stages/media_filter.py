@@ -29,7 +29,7 @@ AUDIO_RULES = AudioRules()
 
 class MediaFilterStage(RecordStage):
     name = "media_filter"
-    code_version = "media-filter-v2"
+    code_version = "media-filter-v3"  # v3: rejects name the landed file
     upstream = "media_validate"
     description = (
         "Image rules (size, aspect, blank, caption) and audio rules (duration, silence, clipping, SNR)."

@@ -41,7 +41,7 @@ NEAR_DUP = ImageNearDupConfig()
 
 class MediaNearDedupStage(SparkRemovalStage):
     name = "media_near_dedup"
-    code_version = "media-near-dedup-v2"
+    code_version = "media-near-dedup-v3"  # v3: rejects name the landed file
     upstream = "media_dedup"
     description = (
         "Near-duplicate images by pHash banded join (Spark) with a cross-batch index; survivor rule as text."

@@ -32,7 +32,7 @@ EXTENSION = {"jpeg": "jpg", "png": "png", "flac": "flac", "wav": "wav"}
 
 class MediaNormalizeStage(RecordStage):
     name = "media_normalize"
-    code_version = "media-normalize-v2"
+    code_version = "media-normalize-v3"  # v3: rejects name the landed file
     upstream = "media_near_dedup"
     description = (
         "Image resize policy and audio resample to 16 kHz mono (policies in the stage key); bytes to the CAS."

@@ -59,7 +59,7 @@ def check_decode_failure_rate(store: ObjectStore, success: StageSuccess, stage: 
 
 class MediaValidateStage(RecordStage):
     name = "media_validate"
-    code_version = "media-validate-v2"
+    code_version = "media-validate-v3"  # v3: rejects name the landed file
     upstream = "media_land"
     description = (
         "Decode images (pixel budget, pHash/dHash) and audio (rate, channels, duration); failures rejected."

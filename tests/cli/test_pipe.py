@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from sample_licence import package_licence
 
 pytestmark = [pytest.mark.slow]
 FM = f"{sys.executable} -m fm_assets.cli.main"
@@ -30,16 +31,21 @@ def test_run_report_and_rejects_through_pipes(fm_env, real_sample, tmp_path):
             ["bash", "-o", "pipefail", "-c", command], env=env, capture_output=True, text=True
         )
 
-    landed = sh(f"{FM} land {src} --source piped --license MIT | cat")
+    landed = sh(f"{FM} land {src} --source piped --license '{package_licence(package)}' | cat")
     assert landed.returncode == 0, landed.stderr
     batch = landed.stdout.strip()
 
-    run = sh(f"{FM} run 2>&1 | cat")
-    assert run.returncode == 0, run.stdout[-3000:]
-    assert "\r" not in run.stdout  # no progress bar redrawn into the log
-    assert "[fm run " in run.stdout and "stages" in run.stdout  # periodic plain progress instead
-    table = [line for line in run.stdout.splitlines() if "│" in line]
+    run = sh(f"{FM} run 2>{tmp_path / 'run.err'} | cat")
+    progress = (tmp_path / "run.err").read_text()
+    assert run.returncode == 0, progress[-3000:]
+    assert "\r" not in run.stdout + progress  # no progress bar redrawn into the log
+    assert "[fm run " in progress and "stages" in progress  # periodic plain progress instead, on stderr
+    table = [line for line in run.stdout.splitlines() if "│" in line]  # the result, on stdout
     assert table and max(map(len, table)) > 100  # the summary table is not squeezed to 80 columns
+    assert "│" not in progress and "[fm run " not in run.stdout
+    assert "great_expectations" not in progress and "lance::" not in progress  # no library chatter
+    released = [line for line in run.stdout.splitlines() if line.startswith("released ")]
+    assert released and all(" version " in line and line.endswith("manifest.json") for line in released)
 
     report = sh(f"{FM} report --json | cat")
     assert json.loads(report.stdout)[0]["batch"] == batch

@@ -19,6 +19,7 @@ from dagster import (
     RunsFilter,
     build_run_status_sensor_context,
 )
+from sample_licence import package_licence
 from tokenizers import Tokenizer
 
 from fm_assets.cli.runner import dagster_instance, run_batches, run_config
@@ -58,8 +59,8 @@ def _card() -> dict:
 
 
 def test_poor_batch_is_held_back_and_the_good_one_released(fm_env, real_sample, tokenizer_file, tmp_path):
-    good = _fm("land", str(Path(real_sample["dest"]) / sorted(real_sample["packages"])[0]), "--source", "good",
-               "--license", "MIT")  # fmt: skip
+    good_src = Path(real_sample["dest"]) / sorted(real_sample["packages"])[0]
+    good = _fm("land", str(good_src), "--source", "good", "--license", package_licence(good_src))
     poor = _fm("land", str(_poorly_packing_docs(real_sample, tokenizer_file, tmp_path / "poor")), "--source",
                "poor", "--license", "MIT")  # fmt: skip
     assert good.returncode == 0 and poor.returncode == 0, good.stderr + poor.stderr

@@ -61,7 +61,7 @@ def world(real_sample, tokenizer_file, tmp_path_factory) -> Iterator[dict[str, A
         world["cloud"] = ok("land", str(packages[0]), "--source", "docs-a", "--license", "CC-BY-SA-3.0")
         world["on_device"] = ok("land", str(packages[-1]), "--source", "docs-b", "--license", "PSF-2.0",
                                 "--namespace", "on_device")  # fmt: skip
-        world["quarantine"] = ok("land", str(packages[1]), "--source", "forum", "--license", "MIT",
+        world["quarantine"] = ok("land", str(packages[1]), "--source", "forum", "--license", "CC-BY-SA-3.0",
                                  "--namespace", "quarantine")  # fmt: skip
         world["vendor"] = ok(
             "land", str(packages[0]), "--source", "vendor", "--license", "LicenseRef-Vendor-EULA"

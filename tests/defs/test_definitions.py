@@ -46,6 +46,9 @@ def test_graph_shape_and_profiles():
         ("filter", "quality_model"),
     ):
         assert side_input in {key.to_user_string() for key in graph.get(by_name[stage]).parent_keys}
+    # the tokenizer reads the text it may train on after both stages that hold it (documents, else captions)
+    tokenizer_parents = {key.to_user_string() for key in graph.get(by_name["tokenizer"]).parent_keys}
+    assert tokenizer_parents == {"decontaminate", "media_land"}
     prod = build_definitions(
         load_settings(profile="prod", root="s3://bucket/fm", iceberg_uri="postgresql+psycopg2://catalog/fm")
     )

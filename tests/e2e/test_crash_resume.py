@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from sample_licence import package_licence
 
 from fm_assets.engine.landing import land_batch
 from fm_assets.engine.refs import read_success
@@ -44,7 +45,7 @@ def test_kill_minus_nine_then_resume_is_byte_identical(fm_env, real_sample, tmp_
 
     store = ObjectStore(str(fm_env))
     batch = land_batch(
-        store, src, source="crashy", license_id="MIT", namespace="cloud", batch_id="b-crash"
+        store, src, source="crashy", license_id=package_licence(src), namespace="cloud", batch_id="b-crash"
     ).batch
     proc = _fm(env, "run", batch)
     deadline = time.time() + 240
@@ -66,7 +67,14 @@ def test_kill_minus_nine_then_resume_is_byte_identical(fm_env, real_sample, tmp_
 
     clean_root = tmp_path / "clean"
     clean_store = ObjectStore(str(clean_root))
-    land_batch(clean_store, src, source="crashy", license_id="MIT", namespace="cloud", batch_id="b-crash")
+    land_batch(
+        clean_store,
+        src,
+        source="crashy",
+        license_id=package_licence(src),
+        namespace="cloud",
+        batch_id="b-crash",
+    )
     clean = _fm(
         {**env, "FM_ROOT": str(clean_root), "DAGSTER_HOME": str(tmp_path / "dagster_home")}, "run", batch
     )

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import boto3
 import pytest
+from sample_licence import package_licence
 
 from fm_assets.cli.runner import run_batches
 from fm_assets.defs.resources.object_store import ObjectStoreResource
@@ -25,9 +26,8 @@ def test_pipeline_on_s3_root(fm_env, s3_env, real_sample, monkeypatch):
     monkeypatch.setenv("FM_NEAR_DEDUP", "0")  # Spark reads local files; its S3 path is the cluster's business
     store = ObjectStoreResource(root=root, s3_endpoint_url=s3_env["endpoint"]).store()
     package = sorted(real_sample["packages"])[-1]
-    batch = land_batch(
-        store, Path(real_sample["dest"]) / package, source="s3demo", license_id="MIT", namespace="cloud"
-    ).batch
+    src = Path(real_sample["dest"]) / package
+    batch = land_batch(store, src, source="s3demo", license_id=package_licence(src), namespace="cloud").batch
 
     assert run_batches(load_settings()) == {}
     for stage in CHAIN_NAMES["text"]:

@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sample_licence import package_licence
+
 from fm_assets.defs.resources.pipeline_config import PipelineConfigResource
 from fm_assets.engine import layout
 from fm_assets.engine.landing import land_batch
@@ -47,9 +49,11 @@ def settings(**overrides: Any) -> PipelineConfigResource:
 
 def land_sample(root: Path, sample: dict) -> ObjectStore:
     store = ObjectStore(str(root))
-    land_batch(
-        store, Path(sample["dest"]), source="sample", license_id="MIT", namespace="cloud", batch_id=BATCH
-    )
+    dest = Path(sample["dest"])
+    licence = package_licence(
+        dest / sorted(sample["packages"])[0]
+    )  # the other packages' records: quarantined
+    land_batch(store, dest, source="sample", license_id=licence, namespace="cloud", batch_id=BATCH)
     return store
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from sample_licence import package_licence
 
 from fm_assets.engine.refs import read_success
 from fm_assets.engine.store import ObjectStore
@@ -68,7 +69,7 @@ def built_root(real_sample, tokenizer_file, tmp_path_factory) -> Root:
     (path / "dagster_home" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     package = sorted(real_sample["packages"])[0]
     src = Path(real_sample["dest"]) / package
-    landed = root.fm("land", str(src), "--source", "reliable", "--license", "MIT")
+    landed = root.fm("land", str(src), "--source", "reliable", "--license", package_licence(src))
     assert landed.returncode == 0, landed.stderr
     root.batch = landed.stdout.strip()
     run = root.fm("run")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Root, flip_bit
+from sample_licence import package_licence
 
 pytestmark = [pytest.mark.slow]
 
@@ -20,7 +21,7 @@ def _latest_card(root: Root) -> dict:
 
 def test_failed_batch_is_held_back_and_the_rest_released(root: Root, real_sample) -> None:
     second = Path(real_sample["dest"]) / sorted(real_sample["packages"])[1]
-    landed = root.fm("land", str(second), "--source", "second", "--license", "MIT")
+    landed = root.fm("land", str(second), "--source", "second", "--license", package_licence(second))
     assert landed.returncode == 0, landed.stderr
     batch_b = landed.stdout.strip()
     assert root.fm("run").returncode == 0

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Root, env_for
+from sample_licence import package_licence
 
 from fm_assets.engine.landing import land_batch
 from fm_assets.engine.store import ObjectStore
@@ -33,7 +34,12 @@ def _fresh(tmp: Path, tokenizer_file: Path, src: Path) -> Root:
     (path / "dagster_home").mkdir(parents=True)
     (path / "dagster_home" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     land_batch(
-        ObjectStore(str(path)), src, source="killed", license_id="MIT", namespace="cloud", batch_id=BATCH
+        ObjectStore(str(path)),
+        src,
+        source="killed",
+        license_id=package_licence(src),
+        namespace="cloud",
+        batch_id=BATCH,
     )
     return Root(path, env_for(path, tokenizer_file), BATCH)
 

@@ -4,17 +4,19 @@ reproducible shards that fm_loader.media reads, and the text chain leaving media
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 from media_batch import EXPECTED_REJECTS, write_media_batch, write_second_batch
 
 from fm_assets.defs.resources.pipeline_config import PipelineConfigResource
-from fm_assets.engine.landing import land_batch
+from fm_assets.engine.landing import land_batch, read_batch_manifest
 from fm_assets.engine.materialize import materialize
 from fm_assets.engine.run import run_stage
 from fm_assets.engine.stage import StageContext
 from fm_assets.engine.store import ObjectStore
+from fm_assets.reports.report import iter_rejects
 from fm_assets.side_inputs.tokenizer import TokenizerRegistry
 from fm_assets.stages import land
 from fm_assets.stages.registry import MEDIA_STAGES
@@ -70,6 +72,21 @@ def test_media_chain_rejects_accounting_and_cross_batch(tmp_path, settings):
             )
         for row in rejects(store, outcome):
             assert row["reason"] and row["stage"] == name and json.loads(row["details"]) is not None
+
+    # every media reject, at any stage, names the landed file to look at: its path inside the batch and key
+    landed = {entry["path"] for entry in read_batch_manifest(store, first).files}
+    rows = list(iter_rejects(store, first))
+    assert {row["stage"] for row in rows} >= set(EXPECTED_REJECTS)
+    files = store.local_path(f"landing/{first}/files")
+    for row in rows:
+        origin, key = row["details"]["origin"], row["details"]["key"]
+        inside = Path(row["landed_file"]).relative_to(files).as_posix()
+        assert inside in landed and (files / inside).is_file(), row
+        assert origin.split("#")[0] == inside and key, row
+    cut = next(row for row in rows if row["reason"] == "truncated_image")
+    assert cut["stage"] == "media_validate" and cut["landed_file"].endswith(
+        f"landing/{first}/files/images/cut.jpg"
+    )
 
     land_counts = outcomes["media_land"].success.counts
     # 10 captioned images + 6 WAVs in folders, 2 samples from the tar, 1 from the JSONL
