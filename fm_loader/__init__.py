@@ -75,6 +75,7 @@ _EXPORTS = {
     "AccessOptions": "fm_loader.options",
     "TokenOptions": "fm_loader.options",
     "MediaOptions": "fm_loader.options",
+    "DeliveryOptions": "fm_loader.options",
     "CorruptRowError": "fm_loader.sources",
     "CorruptShardError": "fm_loader.sources",
     "Problem": "fm_loader.verify",
@@ -94,7 +95,7 @@ if TYPE_CHECKING:
     from fm_loader.manifest_base import Manifest
     from fm_loader.metrics import MetricsLogger
     from fm_loader.modality_mixture import ModalityMixture
-    from fm_loader.options import AccessOptions, MediaOptions, ReadOptions, TokenOptions
+    from fm_loader.options import AccessOptions, DeliveryOptions, MediaOptions, ReadOptions, TokenOptions
     from fm_loader.rows import read_rows
     from fm_loader.sources import CorruptRowError, CorruptShardError
     from fm_loader.validation import validation_loaders
@@ -116,6 +117,7 @@ __all__ = [
     "CorruptRowError",
     "CorruptShardError",
     "DatasetManifest",
+    "DeliveryOptions",
     "EncodedShard",
     "Loader",
     "Manifest",

@@ -18,9 +18,10 @@ ring rotation and ordering are tested on machines without CUDA.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -48,6 +49,8 @@ class Transfer(Protocol):
 
     def hand_over(self, fence: Fence, tensors: list[torch.Tensor]) -> None: ...
 
+    def side_stream(self) -> contextlib.AbstractContextManager[Any]: ...
+
 
 class _DoneFence:
     def synchronize(self) -> None:
@@ -71,6 +74,9 @@ class HostTransfer:
 
     def hand_over(self, fence: Fence, tensors: list[torch.Tensor]) -> None:
         fence.synchronize()
+
+    def side_stream(self) -> contextlib.AbstractContextManager[Any]:
+        return contextlib.nullcontext()
 
 
 class CudaTransfer:
@@ -97,6 +103,10 @@ class CudaTransfer:
         consumer.wait_event(fence)  # type: ignore[arg-type]
         for tensor in tensors:
             tensor.record_stream(consumer)
+
+    def side_stream(self) -> contextlib.AbstractContextManager[Any]:
+        """Work queued inside this context (the copies, a GPU decode) runs on the copy stream."""
+        return torch.cuda.stream(self.stream)
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device | None:
@@ -157,52 +167,85 @@ class StagingRing:
         return sum(len(ring) for ring in self._rings.values())
 
 
-class DeviceFeeder(Iterator[dict[str, Any]]):
-    """Iterates ``batches`` as device batches, ``depth`` copies in flight ahead of the consumer."""
+Prepare = Callable[[dict[str, Any], Any], dict[str, Any]]
+
+
+class DeviceFeeder(Iterator[Any]):
+    """Iterates ``batches`` as device batches, ``depth`` copies in flight ahead of the consumer.
+
+    Args:
+        batches: Host batches; with ``tagged``, ``(batch, tag)`` pairs whose tag travels along unchanged (the
+            loader's step and build record, so the position advances when the trainer receives the batch).
+        transfer: How batches reach the device.
+        depth: Batches in flight ahead of the one handed out.
+        prepare: Called with ``(host batch, tag)`` on the side stream before the copy (e.g. a GPU decode); it
+            returns the batch to send, where tensors already on the device pass through uncopied.
+        tagged: Items are ``(batch, tag)`` pairs and so is what is yielded.
+    """
 
     def __init__(
-        self, batches: Iterable[dict[str, Any]], transfer: Transfer, depth: int = DEFAULT_DEPTH
+        self,
+        batches: Iterable[Any],
+        transfer: Transfer,
+        depth: int = DEFAULT_DEPTH,
+        prepare: Prepare | None = None,
+        tagged: bool = False,
     ) -> None:
         if depth < 1:
             raise ValueError(f"device prefetch depth must be >= 1, got {depth}")
         self._source = iter(batches)
         self._transfer = transfer
         self._depth = depth
+        self._prepare = prepare
+        self._tagged = tagged
         # one slot more than the batches in flight: the one being staged while `depth` are still copying
         self._ring = StagingRing(transfer, slots=depth + 1)
-        self._in_flight: deque[tuple[dict[str, Any], Fence, list[torch.Tensor]]] = deque()
+        self._in_flight: deque[tuple[dict[str, Any], Any, Fence, list[torch.Tensor]]] = deque()
         self._exhausted = False
 
-    def _launch(self, host: dict[str, Any]) -> None:
+    def _launch(self, host: dict[str, Any], tag: Any) -> None:
         batch: dict[str, Any] = {}
         staged: list[_Slot] = []
         on_device: list[torch.Tensor] = []
-        for key, value in host.items():
-            if isinstance(value, torch.Tensor):
-                slot = self._ring.stage(key, value)
-                batch[key] = self._transfer.copy_to_device(slot.buffer)
-                staged.append(slot)
-                on_device.append(batch[key])
-            else:
-                batch[key] = value
-        fence = self._transfer.fence()
+        with self._transfer.side_stream():
+            if self._prepare is not None:
+                host = self._prepare(host, tag)
+            for key, value in host.items():
+                if isinstance(value, torch.Tensor) and value.device.type == "cpu":
+                    slot = self._ring.stage(key, value)
+                    batch[key] = self._transfer.copy_to_device(slot.buffer)
+                    staged.append(slot)
+                    on_device.append(batch[key])
+                else:
+                    batch[key] = value
+                    if isinstance(value, torch.Tensor):  # made on the device by `prepare`
+                        on_device.append(value)
+            fence = self._transfer.fence()
         for slot in staged:
             slot.fence = fence
-        self._in_flight.append((batch, fence, on_device))
+        self._in_flight.append((batch, tag, fence, on_device))
 
-    def __next__(self) -> dict[str, Any]:
+    def __next__(self) -> Any:
         while not self._exhausted and len(self._in_flight) < self._depth:
             try:
-                host = next(self._source)
+                item = next(self._source)
             except StopIteration:
                 self._exhausted = True
                 break
-            self._launch(host)
+            host, tag = item if self._tagged else (item, None)
+            self._launch(host, tag)
         if not self._in_flight:
             raise StopIteration
-        batch, fence, on_device = self._in_flight.popleft()
+        batch, tag, fence, on_device = self._in_flight.popleft()
         self._transfer.hand_over(fence, on_device)
-        return batch
+        return (batch, tag) if self._tagged else batch
+
+    def close(self) -> None:
+        """Close the source (stops a prefetch thread behind it) and drop the batches in flight."""
+        self._in_flight.clear()
+        close = getattr(self._source, "close", None)
+        if close is not None:
+            close()
 
     @property
     def staging_buffers(self) -> int:
