@@ -174,8 +174,10 @@ class ShmReceiver:
         """Give back every slot none of whose tensors is referenced any more."""
         kept = []
         for flag, arrays in self._held:
-            # references to each array: the list here and getrefcount's argument; a live tensor adds one
-            if all(sys.getrefcount(a) <= 2 for a in arrays):
+            # arrays[0] is a sentinel nothing else references: its count is the baseline (the list, the loop's
+            # name, getrefcount's argument); a live tensor over another array adds one to that array's count
+            counts = [sys.getrefcount(a) for a in arrays]
+            if max(counts) <= counts[0]:
                 self.ring.busy[flag] = 0
             else:
                 kept.append((flag, arrays))
@@ -199,7 +201,7 @@ class ShmReceiver:
         self._give_back()
         memory = self._memory(shipped)
         values: dict[str, Any] = dict(shipped.rest)
-        arrays: list[np.ndarray] = []
+        arrays: list[np.ndarray] = [np.empty(0, dtype=np.uint8)]
         for key, offset, shape, dtype in shipped.tensors:
             torch_dtype = getattr(torch, dtype)
             nbytes = int(np.prod(shape, dtype=np.int64)) * torch.empty((), dtype=torch_dtype).element_size()
