@@ -382,7 +382,8 @@ class Loader:
     def _worker_config(self) -> dict[str, Any]:
         """What a worker rebuilds its loader from: this one's, with the image decode already resolved here
         (a worker has no CUDA) and the hand-over ring's flags."""
-        delivery = replace(self.options.delivery, device=None, image_decode=self._builder.image_decode_mode)
+        mode = self._builder.image_decode_mode  # GPU decode: workers hand over the compressed bytes
+        delivery = replace(self.options.delivery, device=None, image_decode="bytes" if mode == "gpu" else mode)
         return {**self._config, "delivery": delivery, "num_workers": 0, "prefetch": 0}
 
     def _iter_workers(self) -> Generator[_Item, None, None]:

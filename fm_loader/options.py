@@ -91,7 +91,7 @@ class MediaOptions:
     window_samples: int = 8192
 
 
-IMAGE_DECODE_MODES = ("auto", "cpu", "gpu")
+IMAGE_DECODE_MODES = ("auto", "cpu", "gpu", "bytes")
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,9 @@ class DeliveryOptions:
         image_decode: ``"auto"`` (default): image-text JPEGs are decoded on the GPU (nvJPEG through torchvision)
             when batches go to a CUDA device and the codec is installed, else on the CPU; ``"cpu"``: always on
             the CPU; ``"gpu"``: on the GPU, an error when that is not possible (see
-            :mod:`fm_loader.media.gpu_decode`).
+            :mod:`fm_loader.media.gpu_decode`); ``"bytes"``: not decoded, batches carry the checksummed
+            compressed bytes (``image_bytes``, ``image_offsets``, ``image_where``) instead of ``images`` (what
+            the workers of a GPU-decoding loader hand over).
         handover: How worker processes hand batches to this process: ``"shm"`` (default: a reused ring of
             shared-memory slots per worker) or ``"pickle"`` (torch's own queue, a fresh shared segment per
             tensor; kept for comparison).
