@@ -1,10 +1,11 @@
 """Do worker processes help? Text tokens/s and media images/s in process vs 1 and 2 workers; prints one JSON object.
 
-Usage: ``python bench/workers.py [--rows 4096] [--seq-len 2048] [--images 512] [--batch 32] [--workers 1,2]
-[--repeats 3]``.
+Usage: ``python bench/workers.py [--rows 8192] [--seq-len 2048] [--images 512] [--batch 32] [--workers 1,2]
+[--repeats 5]``.
 
 For each kind, every configuration runs one epoch per round, rounds repeated ``--repeats`` times, and each
-configuration's rate is reported as the median over rounds, with ratios against the in-process run of the same
+configuration's steady-state rate (from the first batch received to the end of the epoch; the wait for the
+first batch, worker start-up, is reported apart as ``first_batch_s_median``) is the median over rounds, with ratios against the in-process run of the same
 round (so a burst of load on a shared machine hits both sides). Configurations: ``in_process`` (prefetch thread,
 ``num_workers=0``), and for each worker count the two hand-overs: ``shm`` (the shared-memory ring, the default)
 and ``pickle`` (torch's own queue: the hand-over before the ring). The trainer does nothing but touch each batch,
@@ -42,14 +43,19 @@ def _sibling(name: str) -> Any:
     return module
 
 
-def epoch(source: str, batch: int, workers: int, handover: str, count_key: str) -> tuple[float, int]:
-    """Seconds for one epoch and what it counted (tokens or valid images)."""
-    count = 0
+def epoch(source: str, batch: int, workers: int, handover: str, count_key: str) -> tuple[float, int, float]:
+    """Steady-state seconds of one epoch (from the first batch received to the end), what those batches counted
+    (tokens or valid images), and the seconds to the first batch (worker start-up)."""
+    count, first = 0, None
     t0 = time.perf_counter()
     with Loader(source, batch, seed=0, num_workers=workers, prefetch=2, handover=handover) as loader:
         for b in loader:
+            if first is None:
+                first = time.perf_counter()
+                continue
             count += int(b[count_key].sum())
-    return time.perf_counter() - t0, count
+    assert first is not None, "the epoch had one batch or none: give more rows or images"
+    return time.perf_counter() - first, count, first - t0
 
 
 def measure(source: str, batch: int, workers: list[int], repeats: int, count_key: str) -> dict[str, Any]:
@@ -57,19 +63,22 @@ def measure(source: str, batch: int, workers: list[int], repeats: int, count_key
         (f"{n}_workers_{h}", n, h) for n in workers for h in ("shm", "pickle")
     ]
     rates: dict[str, list[float]] = {name: [] for name, _, _ in configs}
+    startup: dict[str, list[float]] = {name: [] for name, _, _ in configs}
     ratios: dict[str, list[float]] = {name: [] for name, _, _ in configs[1:]}
     for name, n, h in configs:  # warm-up: page cache, imports, first fork
         epoch(source, batch, n, h, count_key)
     for _ in range(repeats):
         round_rates = {}
         for name, n, h in configs:
-            seconds, count = epoch(source, batch, n, h, count_key)
+            seconds, count, first_s = epoch(source, batch, n, h, count_key)
+            startup[name].append(first_s)
             round_rates[name] = count / seconds
             rates[name].append(count / seconds)
         for name in ratios:
             ratios[name].append(round_rates[name] / round_rates["in_process"])
     return {
         "per_s_median": {k: round(statistics.median(v), 1) for k, v in rates.items()},
+        "first_batch_s_median": {k: round(statistics.median(v), 3) for k, v in startup.items()},
         "ratio_to_in_process_median": {k: round(statistics.median(v), 3) for k, v in ratios.items()},
         "shm_over_pickle_median": {
             f"{n}_workers": round(
@@ -86,12 +95,12 @@ def measure(source: str, batch: int, workers: list[int], repeats: int, count_key
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=4096)
+    parser.add_argument("--rows", type=int, default=8192)
     parser.add_argument("--seq-len", type=int, default=2048)
     parser.add_argument("--images", type=int, default=512)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--workers", default="1,2")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--skip-media", action="store_true")
     args = parser.parse_args()
     workers = [int(w) for w in args.workers.split(",")]
