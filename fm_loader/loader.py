@@ -424,7 +424,10 @@ class Loader:
             Counts (``rows``, ``tokens``, ``bytes``, ``batches``, ``corrupt_rows_skipped``, and ``lost_rows``:
             those of them in missing shards), rates (``rows_per_s``, ``tokens_per_s``, ``bytes_per_s``) over
             ``elapsed_s`` (since the first request for a batch), the time the trainer waited in ``__next__``
-            (``input_stall_s``, ``input_stall_fraction``), ``queue_depth_mean`` (batches ready when the trainer
+            (``input_stall_s``, ``input_stall_fraction``), ``step_s_mean`` (mean interval between the trainer's
+            requests), and once :meth:`set_compute_baseline` was given the trainer's compute-only step time,
+            ``compute_baseline_s`` and the headline ``input_loss_fraction`` (``1 - baseline / step_s_mean``: the
+            throughput input costs, see :mod:`fm_loader.metrics`), ``queue_depth_mean`` (batches ready when the trainer
             asked), ``build_s`` (time spent building batches, worker processes included) and the cache's
             ``cache_hits``, ``cache_misses``, ``cache_hit_rate``, ``cache_bytes_downloaded``,
             ``cache_fetch_wait_s``, ``cache_prewarmed`` and ``cache_evictions`` (worker processes' caches
@@ -434,8 +437,15 @@ class Loader:
         return self._builder.named_metrics(self._metrics.snapshot(self.cache.stats))
 
     def reset_metrics(self) -> None:
-        """Start the counters of :meth:`metrics` afresh (the cache's counters keep running)."""
-        self._metrics = LoaderMetrics()
+        """Start the counters of :meth:`metrics` afresh (the cache's counters and the compute baseline stay)."""
+        self._metrics = self._metrics.fresh()
+
+    def set_compute_baseline(self, step_s: float | None) -> None:
+        """The trainer's compute-only step time in seconds (:func:`fm_loader.metrics.measure_compute_baseline`),
+        from which :meth:`metrics` reports ``input_loss_fraction``; ``None`` forgets it."""
+        if step_s is not None and not step_s > 0:
+            raise ValueError(f"a compute baseline is a positive number of seconds, got {step_s}")
+        self._metrics.compute_baseline_s = step_s
 
     def __len__(self) -> int:
         """Batches left from the current position to the end of the last epoch.
