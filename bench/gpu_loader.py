@@ -82,7 +82,9 @@ def encoder(width: int, layers: int, heads: int, mlp: int) -> nn.TransformerEnco
 class ViTClip(nn.Module):
     """A ViT image encoder and a small caption encoder, trained contrastively (CLIP-style)."""
 
-    def __init__(self, width: int = 768, layers: int = 12, heads: int = 12, patch: int = 16, embed: int = 512):
+    def __init__(
+        self, width: int = 768, layers: int = 12, heads: int = 12, patch: int = 16, embed: int = 512
+    ):
         super().__init__()
         self.patch, self.width = patch, width
         self.patchify = nn.Conv2d(3, width, patch, stride=patch)
@@ -119,13 +121,17 @@ class ViTClip(nn.Module):
         b = nn.functional.normalize(self.captions(batch["caption_ids"], batch["caption_mask"]), dim=-1)
         logits = self.scale.exp() * a @ b.t()
         target = torch.arange(len(a), device=a.device)
-        return (nn.functional.cross_entropy(logits, target) + nn.functional.cross_entropy(logits.t(), target)) / 2
+        return (
+            nn.functional.cross_entropy(logits, target) + nn.functional.cross_entropy(logits.t(), target)
+        ) / 2
 
 
 class Decoder(nn.Module):
     """A small causal transformer language model."""
 
-    def __init__(self, width: int = 512, layers: int = 8, heads: int = 8, vocab: int = VOCAB, max_len: int = 8192):
+    def __init__(
+        self, width: int = 512, layers: int = 8, heads: int = 8, vocab: int = VOCAB, max_len: int = 8192
+    ):
         super().__init__()
         self.embed = nn.Embedding(vocab, width)
         self.pos = nn.Embedding(max_len, width)
@@ -138,10 +144,14 @@ class Decoder(nn.Module):
         x = self.embed(ids) + self.pos(batch["position_ids"].long().clamp(max=self.pos.num_embeddings - 1))
         mask = nn.Transformer.generate_square_subsequent_mask(ids.shape[1], device=ids.device)
         x = self.head(self.norm(self.blocks(x, mask=mask, is_causal=True)))
-        return nn.functional.cross_entropy(x.flatten(0, 1).float(), batch["labels"].flatten(), ignore_index=-100)
+        return nn.functional.cross_entropy(
+            x.flatten(0, 1).float(), batch["labels"].flatten(), ignore_index=-100
+        )
 
 
-def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, device: torch.device) -> Callable[[Any], None]:
+def train_step(
+    model: nn.Module, optimizer: torch.optim.Optimizer, device: torch.device
+) -> Callable[[Any], None]:
     dtype = torch.bfloat16
 
     def step(batch: dict[str, Any]) -> None:
@@ -242,10 +252,15 @@ def sync(device: torch.device) -> None:
 
 
 def synthetic_rate(
-    step: Callable[[Any], None], batches: list[dict[str, Any]], units: Callable[[dict[str, Any]], int], steps: int
+    step: Callable[[Any], None],
+    batches: list[dict[str, Any]],
+    units: Callable[[dict[str, Any]], int],
+    steps: int,
 ) -> tuple[float, float]:
     """(units/s, seconds per step) of ``step`` on device-resident batches, taken in turn."""
-    seconds = measure_compute_baseline(lambda b: [step(x) for x in b], batches, steps=max(1, steps // len(batches)))
+    seconds = measure_compute_baseline(
+        lambda b: [step(x) for x in b], batches, steps=max(1, steps // len(batches))
+    )
     per_step = seconds / len(batches)
     return sum(units(b) for b in batches) / len(batches) / per_step, per_step
 
@@ -301,7 +316,9 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=16384)
     parser.add_argument("--seq-len", type=int, default=2048)
     parser.add_argument("--text-batch", type=int, default=16)
-    parser.add_argument("--smoke-cpu", action="store_true", help="tiny models and data on the CPU: checks the code")
+    parser.add_argument(
+        "--smoke-cpu", action="store_true", help="tiny models and data on the CPU: checks the code"
+    )
     args = parser.parse_args()
     if not torch.cuda.is_available() and not args.smoke_cpu:
         print(json.dumps({"skipped": f"no CUDA: torch {torch.__version__} sees no GPU; run on a GPU host"}))
@@ -311,10 +328,14 @@ def main() -> None:
         args.workers, args.rows, args.seq_len, args.text_batch = "0,2", 128, 64, 4
     device = torch.device("cuda" if not args.smoke_cpu else "cpu")
     loader_device = "cuda" if not args.smoke_cpu else None
-    buckets = BucketSet.for_area(256 * 256, multiple=16) if not args.smoke_cpu else BucketSet.for_area(48 * 48, 16)
+    buckets = (
+        BucketSet.for_area(256 * 256, multiple=16) if not args.smoke_cpu else BucketSet.for_area(48 * 48, 16)
+    )
     torch.manual_seed(0)
     out: dict[str, Any] = {
-        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu (smoke test, not a measurement)",
+        "device": torch.cuda.get_device_name(device)
+        if device.type == "cuda"
+        else "cpu (smoke test, not a measurement)",
         "cpus": os.cpu_count(),
         "torch": torch.__version__,
         "batch": args.batch,
@@ -325,12 +346,18 @@ def main() -> None:
         image_dir.mkdir()
         text_dir.mkdir()
         manifest, mean_bytes = write_images(image_dir, args.images, args.long_side)
-        out["images"] = {"count": args.images, "mean_jpeg_bytes": round(mean_bytes), "long_side": args.long_side}
+        out["images"] = {
+            "count": args.images,
+            "mean_jpeg_bytes": round(mean_bytes),
+            "long_side": args.long_side,
+        }
 
         # image-text: ViT-B/16 (tiny in the smoke test)
         vit = ViTClip() if not args.smoke_cpu else ViTClip(width=64, layers=2, heads=4, embed=32)
         vit = vit.to(device)
-        step = train_step(vit, torch.optim.AdamW(vit.parameters(), lr=1e-4, fused=device.type == "cuda"), device)
+        step = train_step(
+            vit, torch.optim.AdamW(vit.parameters(), lr=1e-4, fused=device.type == "cuda"), device
+        )
         synthetic = [
             {
                 "images": torch.randint(0, 256, (args.batch, 3, h, w), dtype=torch.uint8, device=device),
@@ -349,10 +376,19 @@ def main() -> None:
                 runs[name] = {"skipped": "GPU decode needs CUDA"}
                 continue
             loader = Loader(
-                manifest, args.batch, seed=0, epochs=image_epochs, num_workers=workers,
-                buckets=buckets, device=loader_device, image_decode=decode, max_caption_tokens=4,
+                manifest,
+                args.batch,
+                seed=0,
+                epochs=image_epochs,
+                num_workers=workers,
+                buckets=buckets,
+                device=loader_device,
+                image_decode=decode,
+                max_caption_tokens=4,
             )
-            run = loader_run(loader, step, lambda b: int(b["valid"].sum()), args.steps, args.warmup, compute_s, device)
+            run = loader_run(
+                loader, step, lambda b: int(b["valid"].sum()), args.steps, args.warmup, compute_s, device
+            )
             run["fraction_of_compute_only"] = round(run["per_s"] / compute_rate, 4)
             runs[name] = run
         out["vit_b16_image_text"] = {
@@ -367,9 +403,15 @@ def main() -> None:
 
         # tokens: a small decoder
         text_manifest = write_tokens(text_dir, args.rows, args.seq_len)
-        dec = Decoder() if not args.smoke_cpu else Decoder(width=32, layers=1, heads=2, vocab=VOCAB, max_len=args.seq_len)
+        dec = (
+            Decoder()
+            if not args.smoke_cpu
+            else Decoder(width=32, layers=1, heads=2, vocab=VOCAB, max_len=args.seq_len)
+        )
         dec = dec.to(device)
-        step = train_step(dec, torch.optim.AdamW(dec.parameters(), lr=1e-4, fused=device.type == "cuda"), device)
+        step = train_step(
+            dec, torch.optim.AdamW(dec.parameters(), lr=1e-4, fused=device.type == "cuda"), device
+        )
         first = next(iter(Loader(text_manifest, args.text_batch, seed=0)))
         resident = [{k: v.to(device) for k, v in first.items() if isinstance(v, torch.Tensor)}]
         tokens = lambda b: int(b["valid_token_count"].sum())  # noqa: E731
@@ -378,7 +420,12 @@ def main() -> None:
         text_epochs = epochs_for(args.steps + args.warmup, args.text_batch, args.rows, slack=1)
         for workers in (0, 4 if not args.smoke_cpu else 2):
             loader = Loader(
-                text_manifest, args.text_batch, seed=0, epochs=text_epochs, num_workers=workers, device=loader_device
+                text_manifest,
+                args.text_batch,
+                seed=0,
+                epochs=text_epochs,
+                num_workers=workers,
+                device=loader_device,
             )
             run = loader_run(loader, step, tokens, args.steps, args.warmup, compute_s, device)
             run["fraction_of_compute_only"] = round(run["per_s"] / compute_rate, 4)

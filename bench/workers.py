@@ -65,7 +65,7 @@ def measure(source: str, batch: int, workers: list[int], repeats: int, count_key
     rates: dict[str, list[float]] = {name: [] for name, _, _ in configs}
     startup: dict[str, list[float]] = {name: [] for name, _, _ in configs}
     ratios: dict[str, list[float]] = {name: [] for name, _, _ in configs[1:]}
-    for name, n, h in configs:  # warm-up: page cache, imports, first fork
+    for _name, n, h in configs:  # warm-up: page cache, imports, first fork
         epoch(source, batch, n, h, count_key)
     for _ in range(repeats):
         round_rates = {}

@@ -18,6 +18,7 @@ iteration ends. Order and contents are the worker's batches exactly: only the tr
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import logging
 import mmap
@@ -74,10 +75,8 @@ def _map(name: str, size: int, create: bool) -> np.ndarray:
 
 
 def _unlink(name: str) -> None:
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.unlink(os.path.join(_SHM_DIR, name))
-    except FileNotFoundError:
-        pass
 
 
 class HandoverRing:
@@ -154,9 +153,7 @@ class ShmSender:
             nbytes = tensor.numel() * tensor.element_size()
             target = torch.from_numpy(memory[offset : offset + nbytes])
             target.view(tensor.dtype).view(tensor.shape).copy_(tensor)
-        return ShmBatch(
-            self.worker, slot, name, int(memory.nbytes), tuple(layout), rest, tuple(batch.keys())
-        )
+        return ShmBatch(self.worker, slot, name, int(memory.nbytes), tuple(layout), rest, tuple(batch.keys()))
 
     def close(self) -> None:
         self._segments.clear()
@@ -217,8 +214,5 @@ class ShmReceiver:
         self._mapped.clear()
         self._held.clear()
         for path in glob.glob(os.path.join(_SHM_DIR, f"{self.ring.prefix}-*")):
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
+            _unlink(os.path.basename(path))
         logger.debug("hand-over ring %s closed", self.ring.prefix)

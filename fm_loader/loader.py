@@ -330,7 +330,7 @@ class Loader:
         """How host batches reach ``device`` (a seam: the CPU tests put a host transfer here)."""
         return CudaTransfer(device)
 
-    def _handed(self, items: Iterator[_Item]) -> Iterator[dict[str, Any]]:
+    def _handed(self, items: Generator[_Item, None, None]) -> Iterator[dict[str, Any]]:
         """The one hand-out loop: device delivery when asked, the wait timed at the trainer's ``next()``, the
         position advanced when the trainer receives the batch."""
         feeder = None
@@ -383,7 +383,9 @@ class Loader:
         """What a worker rebuilds its loader from: this one's, with the image decode already resolved here
         (a worker has no CUDA) and the hand-over ring's flags."""
         mode = self._builder.image_decode_mode  # GPU decode: workers hand over the compressed bytes
-        delivery = replace(self.options.delivery, device=None, image_decode="bytes" if mode == "gpu" else mode)
+        delivery = replace(
+            self.options.delivery, device=None, image_decode="bytes" if mode == "gpu" else mode
+        )
         return {**self._config, "delivery": delivery, "num_workers": 0, "prefetch": 0}
 
     def _iter_workers(self) -> Generator[_Item, None, None]:

@@ -45,7 +45,9 @@ class LoaderMetrics:
     started: float | None = None  # monotonic time of the consumer's first request
     worker_cache: CacheStats = field(default_factory=CacheStats)  # cache counters of DataLoader workers
     compute_baseline_s: float | None = None  # the trainer's compute-only step time, when it measured one
-    step_s_total: float = 0.0  # sum of the intervals between consecutive requests (one per step after the first)
+    step_s_total: float = (
+        0.0  # sum of the intervals between consecutive requests (one per step after the first)
+    )
     steps_timed: int = 0
     clock: Callable[[], float] = time.monotonic
     _asks: deque[float] = field(default_factory=lambda: deque(maxlen=_ASKS_KEPT))

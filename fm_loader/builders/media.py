@@ -308,8 +308,12 @@ class ImageText(MediaSamples):
     def _finish(self, batch: dict[str, Any], out: dict[str, Any], spec: BatchSpec) -> None:
         if "chunks" in out:
             sizes = [len(c) for c in out["chunks"]]
-            batch["image_bytes"] = torch.from_numpy(np.frombuffer(b"".join(out["chunks"]), dtype=np.uint8).copy())
-            batch["image_offsets"] = torch.from_numpy(np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64))
+            batch["image_bytes"] = torch.from_numpy(
+                np.frombuffer(b"".join(out["chunks"]), dtype=np.uint8).copy()
+            )
+            batch["image_offsets"] = torch.from_numpy(
+                np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+            )
             batch["image_where"] = out["where"]
         else:
             batch["images"] = torch.from_numpy(out["images"])

@@ -47,7 +47,10 @@ def _log_once(message: str) -> None:
 def jpeg_codec() -> JpegCodec | None:
     """torchvision's batched GPU JPEG decode (RGB output), or None when torchvision is not installed."""
     try:
-        from torchvision.io import ImageReadMode, decode_jpeg
+        from torchvision.io import (  # pyright: ignore[reportMissingImports]
+            ImageReadMode,
+            decode_jpeg,
+        )
     except ImportError:
         return None
 
@@ -87,7 +90,9 @@ def select_image_decode(mode: str, device: torch.device | None) -> str:
         return mode
     if device is None:
         if mode == "gpu":
-            raise ValueError("image_decode='gpu' needs batches on a CUDA device: pass device='cuda' (or 'auto')")
+            raise ValueError(
+                "image_decode='gpu' needs batches on a CUDA device: pass device='cuda' (or 'auto')"
+            )
         return "cpu"
     codec = jpeg_codec()
     why = "torchvision is not installed" if codec is None else _probe(codec, device)
@@ -103,8 +108,8 @@ def fit_on_device(image: torch.Tensor, out_height: int, out_width: int) -> torch
     """Crop ``(3, h, w)`` uint8 to the output's aspect ratio around its center and resize it: ``(3, H, W)`` uint8."""
     _, height, width = image.shape
     left, top, right, bottom = center_box(width, height, out_height, out_width)
-    x0, y0 = int(round(left)), int(round(top))
-    x1, y1 = max(x0 + 1, int(round(right))), max(y0 + 1, int(round(bottom)))
+    x0, y0 = round(left), round(top)
+    x1, y1 = max(x0 + 1, round(right)), max(y0 + 1, round(bottom))
     region = image[:, y0:y1, x0:x1].unsqueeze(0).float()
     resized = torch.nn.functional.interpolate(
         region, size=(out_height, out_width), mode="bilinear", antialias=True, align_corners=False

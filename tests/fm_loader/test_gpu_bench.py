@@ -37,7 +37,9 @@ def test_tiny_models_learn_from_loader_shaped_batches() -> None:
     torch.manual_seed(0)
     vit = bench.ViTClip(width=32, layers=1, heads=2, embed=16)
     images = {
-        "images": torch.randint(0, 256, (4, 3, 48, 32), dtype=torch.uint8),  # a non-square bucket: 3 x 2 patches
+        "images": torch.randint(
+            0, 256, (4, 3, 48, 32), dtype=torch.uint8
+        ),  # a non-square bucket: 3 x 2 patches
         "caption_ids": torch.randint(0, 50, (4, 3), dtype=torch.int32),
         "caption_mask": torch.tensor([[1, 1, 0]] * 4, dtype=torch.bool),
     }
@@ -53,4 +55,6 @@ def test_tiny_models_learn_from_loader_shaped_batches() -> None:
         for _ in range(15):
             step(batch)
         assert float(model.loss(batch).detach()) < before  # the step really trains
-    assert bench.epochs_for(steps=210, batch=64, samples=4096, slack=9) == 4  # 55 full batches an epoch, 212 needed
+    assert (
+        bench.epochs_for(steps=210, batch=64, samples=4096, slack=9) == 4
+    )  # 55 full batches an epoch, 212 needed

@@ -76,7 +76,9 @@ def test_loader_reports_the_loss_and_keeps_the_baseline_over_a_reset(tmp_path, c
 
 def test_measure_compute_baseline_times_the_step() -> None:
     calls = []
-    seconds = measure_compute_baseline(lambda b: (calls.append(b), time.sleep(0.01)), "batch", steps=5, warmup=2)
+    seconds = measure_compute_baseline(
+        lambda b: (calls.append(b), time.sleep(0.01)), "batch", steps=5, warmup=2
+    )
     assert len(calls) == 7 and 0.009 <= seconds < 0.1
     with pytest.raises(ValueError, match="steps must be positive"):
         measure_compute_baseline(lambda b: None, None, steps=0)

@@ -45,7 +45,10 @@ def fake_codec(calls: list[int]):
 def samples(n: int, start: int = 0) -> list[MediaSample]:
     out = image_samples(n, start)
     for i, s in enumerate(out):
-        if start + i in (BAD_JPEG, BAD_PNG):  # the header reads (the shard writer checks it), the pixels do not
+        if start + i in (
+            BAD_JPEG,
+            BAD_PNG,
+        ):  # the header reads (the shard writer checks it), the pixels do not
             out[i] = MediaSample(s.key, s.media[: len(s.media) // 3], s.media_ext, s.text, s.meta)
     return out
 
