@@ -200,7 +200,7 @@ class DeviceFeeder(Iterator[Any]):
         self._tagged = tagged
         # one slot more than the batches in flight: the one being staged while `depth` are still copying
         self._ring = StagingRing(transfer, slots=depth + 1)
-        self._in_flight: deque[tuple[dict[str, Any], Any, Fence, list[torch.Tensor]]] = deque()
+        self._in_flight: deque[tuple[Any, Any, Any, list[torch.Tensor]]] = deque()
         self._exhausted = False
 
     def _launch(self, host: dict[str, Any], tag: Any) -> None:
@@ -233,10 +233,16 @@ class DeviceFeeder(Iterator[Any]):
                 self._exhausted = True
                 break
             host, tag = item if self._tagged else (item, None)
-            self._launch(host, tag)
+            try:
+                self._launch(host, tag)
+            except Exception as exc:  # raised when the consumer reaches this batch, not while looking ahead
+                self._in_flight.append((exc, None, None, []))
+                self._exhausted = True
         if not self._in_flight:
             raise StopIteration
         batch, tag, fence, on_device = self._in_flight.popleft()
+        if isinstance(batch, Exception):
+            raise batch
         self._transfer.hand_over(fence, on_device)
         return (batch, tag) if self._tagged else batch
 

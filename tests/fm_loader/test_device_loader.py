@@ -123,3 +123,18 @@ def test_loader_device_batches_are_bit_identical_on_the_gpu(dataset) -> None:
     first = next(iter(Loader(dataset, global_batch_size=8, seed=3, device="cuda")))
     assert all(v.is_cuda for v in first.values() if isinstance(v, torch.Tensor))
     same(plain, run(on_gpu))
+
+
+def test_an_error_while_looking_ahead_is_raised_at_its_own_batch() -> None:
+    from fm_loader.device import DeviceFeeder
+
+    def prepare(batch: dict[str, Any], tag: Any) -> dict[str, Any]:
+        if tag == 2:
+            raise ValueError("batch 2 does not decode")
+        return batch
+
+    items = ((({"x": torch.full((2,), k)}, k)) for k in range(6))
+    feeder = DeviceFeeder(items, HostTransfer(), depth=3, prepare=prepare, tagged=True)
+    assert [tag for _, tag in (next(feeder), next(feeder))] == [0, 1]  # batch 2 was prepared already
+    with pytest.raises(ValueError, match="batch 2 does not decode"):
+        next(feeder)

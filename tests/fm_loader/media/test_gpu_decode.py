@@ -150,10 +150,15 @@ def test_gpu_path_matches_the_cpu_path_except_pixels(dataset, fake_gpu, workers)
 
 
 def test_gpu_path_raises_the_cpu_paths_corrupt_sample_error(dataset, fake_gpu) -> None:
+    cpu_loader = Loader(dataset, 4, seed=1)
+    gpu_loader = Loader(dataset, 4, seed=1, device="cuda", image_decode="gpu", device_prefetch=3)
     with pytest.raises(CorruptSampleError) as on_cpu:
-        list(Loader(dataset, 4, seed=1))
+        list(cpu_loader)
     with pytest.raises(CorruptSampleError) as on_gpu:
-        list(Loader(dataset, 4, seed=1, device="cuda", image_decode="gpu"))
+        list(gpu_loader)
+    # raised when the trainer reaches the batch, not while the device path looks ahead: the same position
+    assert gpu_loader.state_dict() == cpu_loader.state_dict()
+    assert gpu_loader.state_dict()["batches_emitted"] > 0
     assert (on_gpu.value.shard, on_gpu.value.row, on_gpu.value.key) == (
         on_cpu.value.shard,
         on_cpu.value.row,
