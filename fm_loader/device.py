@@ -21,11 +21,13 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch
+
+from fm_loader.prefetch import prefetched
 
 logger = logging.getLogger(__name__)
 
@@ -168,6 +170,7 @@ class StagingRing:
 
 
 Prepare = Callable[[dict[str, Any], Any], dict[str, Any]]
+_Launched = tuple[dict[str, Any], Any, Fence, list[torch.Tensor]]
 
 
 class DeviceFeeder(Iterator[Any]):
@@ -181,6 +184,9 @@ class DeviceFeeder(Iterator[Any]):
         prepare: Called with ``(host batch, tag)`` on the side stream before the copy (e.g. a GPU decode); it
             returns the batch to send, where tensors already on the device pass through uncopied.
         tagged: Items are ``(batch, tag)`` pairs and so is what is yielded.
+        threaded: Stage, prepare and launch the copies in a background thread (the consumer's thread only
+            makes its stream wait on each batch's copy), so the staging copies and a GPU decode's host work do
+            not take the training loop's time. An error is raised at the batch it belongs to either way.
     """
 
     def __init__(
@@ -190,6 +196,7 @@ class DeviceFeeder(Iterator[Any]):
         depth: int = DEFAULT_DEPTH,
         prepare: Prepare | None = None,
         tagged: bool = False,
+        threaded: bool = False,
     ) -> None:
         if depth < 1:
             raise ValueError(f"device prefetch depth must be >= 1, got {depth}")
@@ -198,12 +205,21 @@ class DeviceFeeder(Iterator[Any]):
         self._depth = depth
         self._prepare = prepare
         self._tagged = tagged
-        # one slot more than the batches in flight: the one being staged while `depth` are still copying
-        self._ring = StagingRing(transfer, slots=depth + 1)
+        # one slot more than the batches in flight: the one being staged while `depth` are still copying (one
+        # more with a thread, whose queue and the batch it stages are both ahead)
+        self._ring = StagingRing(transfer, slots=depth + (2 if threaded else 1))
         self._in_flight: deque[tuple[Any, Any, Any, list[torch.Tensor]]] = deque()
         self._exhausted = False
+        self._launched: Generator[_Launched, None, None] | None = None
+        if threaded:
+            self._launched = prefetched(self._launches(), max(1, depth - 1), name="fm_loader-device")
 
-    def _launch(self, host: dict[str, Any], tag: Any) -> None:
+    def _launches(self) -> Iterator[_Launched]:
+        for item in self._source:
+            host, tag = item if self._tagged else (item, None)
+            yield self._launch(host, tag)
+
+    def _launch(self, host: dict[str, Any], tag: Any) -> _Launched:
         batch: dict[str, Any] = {}
         staged: list[_Slot] = []
         on_device: list[torch.Tensor] = []
@@ -223,9 +239,13 @@ class DeviceFeeder(Iterator[Any]):
             fence = self._transfer.fence()
         for slot in staged:
             slot.fence = fence
-        self._in_flight.append((batch, tag, fence, on_device))
+        return batch, tag, fence, on_device
 
     def __next__(self) -> Any:
+        if self._launched is not None:
+            batch, tag, fence, on_device = next(self._launched)
+            self._transfer.hand_over(fence, on_device)
+            return (batch, tag) if self._tagged else batch
         while not self._exhausted and len(self._in_flight) < self._depth:
             try:
                 item = next(self._source)
@@ -234,7 +254,7 @@ class DeviceFeeder(Iterator[Any]):
                 break
             host, tag = item if self._tagged else (item, None)
             try:
-                self._launch(host, tag)
+                self._in_flight.append(self._launch(host, tag))
             except Exception as exc:  # raised when the consumer reaches this batch, not while looking ahead
                 self._in_flight.append((exc, None, None, []))
                 self._exhausted = True
@@ -248,6 +268,8 @@ class DeviceFeeder(Iterator[Any]):
 
     def close(self) -> None:
         """Close the source (stops a prefetch thread behind it) and drop the batches in flight."""
+        if self._launched is not None:
+            self._launched.close()  # joins the staging thread before the source is closed here
         self._in_flight.clear()
         close = getattr(self._source, "close", None)
         if close is not None:

@@ -341,6 +341,7 @@ class Loader:
                 depth=self.options.delivery.device_prefetch,
                 prepare=self._builder.device_stage,
                 tagged=True,
+                threaded=True,
             )
         try:
             while True:

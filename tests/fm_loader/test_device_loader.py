@@ -11,7 +11,7 @@ from loader_helpers import make_dataset
 
 import fm_loader.loader as loader_module
 from fm_loader import DeliveryOptions, Loader
-from fm_loader.device import HostTransfer
+from fm_loader.device import DeviceFeeder, HostTransfer
 
 CUDA = torch.cuda.is_available()
 
@@ -126,7 +126,6 @@ def test_loader_device_batches_are_bit_identical_on_the_gpu(dataset) -> None:
 
 
 def test_an_error_while_looking_ahead_is_raised_at_its_own_batch() -> None:
-    from fm_loader.device import DeviceFeeder
 
     def prepare(batch: dict[str, Any], tag: Any) -> dict[str, Any]:
         if tag == 2:
@@ -138,3 +137,25 @@ def test_an_error_while_looking_ahead_is_raised_at_its_own_batch() -> None:
     assert [tag for _, tag in (next(feeder), next(feeder))] == [0, 1]  # batch 2 was prepared already
     with pytest.raises(ValueError, match="batch 2 does not decode"):
         next(feeder)
+
+
+def test_the_threaded_feeder_keeps_order_and_raises_errors_at_their_batch() -> None:
+
+    def prepare(batch: dict[str, Any], tag: Any) -> dict[str, Any]:
+        if tag == 7:
+            raise ValueError("batch 7 does not decode")
+        return batch
+
+    def items():
+        buffer = torch.empty(4, dtype=torch.int64)  # reused, like the loader's pooled buffers
+        for k in range(10):
+            buffer.fill_(k)
+            yield {"x": buffer}, k
+
+    feeder = DeviceFeeder(items(), HostTransfer(), depth=2, prepare=prepare, tagged=True, threaded=True)
+    got = [next(feeder) for _ in range(7)]
+    assert [tag for _, tag in got] == list(range(7))
+    assert [int(b["x"][0]) for b, _ in got] == list(range(7))  # staged copies, not views of the reused buffer
+    with pytest.raises(ValueError, match="batch 7 does not decode"):
+        next(feeder)
+    feeder.close()
