@@ -17,8 +17,9 @@ input path: images decoded on the CPU in process (``workers_0``) and by 4 / 8 / 
 on the GPU (nvJPEG; ``--gpu-decode-workers`` processes read and checksum the bytes); tokens in process and with
 4 workers. Every run gives its rate, ``fraction_of_compute_only`` (rate / the compute-only rate of the same run:
 the throughput kept), and the loader's own ``input_loss_fraction`` (from the compute-only step time handed to
-``Loader.set_compute_baseline``), ``input_stall_fraction`` (wait time), ``queue_depth_mean`` and the mean GPU
-utilisation (``torch.cuda.utilization``, needs ``pynvml``; null without it). The first ``--warmup`` steps of
+``Loader.set_compute_baseline``), ``input_stall_fraction`` (wait time), ``queue_depth_mean``,
+``loader_only_per_s`` (the same loader iterated without a training step: what it can feed at most; the issue's
+>= 4,500 images/s target) and the mean GPU utilisation (``torch.cuda.utilization``, needs ``pynvml``; null without it). The first ``--warmup`` steps of
 every run are not timed. Shards are generated (JPEGs of mixed aspect ratios with a long side of
 ``--long-side`` px; random token rows) into a temp folder and read from page cache.
 """
@@ -304,6 +305,26 @@ def loader_run(
     }
 
 
+def loader_only(
+    loader: Loader, units: Callable[[dict[str, Any]], int], steps: int, warmup: int, device: torch.device
+) -> float:
+    """Units/s of the loader alone (batches on the device, no training step): what it can feed at most."""
+    it = iter(loader)
+    for _ in range(warmup):
+        next(it)
+    sync(device)
+    count, t0 = 0, time.perf_counter()
+    for _ in range(steps):
+        count += units(next(it))
+    sync(device)
+    seconds = time.perf_counter() - t0
+    close = getattr(it, "close", None)
+    if close is not None:
+        close()
+    loader.close()
+    return round(count / seconds, 1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=4096)
@@ -375,21 +396,29 @@ def main() -> None:
             if decode == "gpu" and device.type != "cuda":
                 runs[name] = {"skipped": "GPU decode needs CUDA"}
                 continue
-            loader = Loader(
-                manifest,
-                args.batch,
-                seed=0,
-                epochs=image_epochs,
-                num_workers=workers,
-                buckets=buckets,
-                device=loader_device,
-                image_decode=decode,
-                max_caption_tokens=4,
-            )
-            run = loader_run(
-                loader, step, lambda b: int(b["valid"].sum()), args.steps, args.warmup, compute_s, device
-            )
+
+            def image_loader(workers: int = workers, decode: str = decode) -> Loader:
+                return Loader(
+                    manifest,
+                    args.batch,
+                    seed=0,
+                    epochs=image_epochs,
+                    num_workers=workers,
+                    buckets=buckets,
+                    device=loader_device,
+                    image_decode=decode,
+                    max_caption_tokens=4,
+                )
+
+            try:
+                loader = image_loader()
+            except ValueError as exc:  # image_decode="gpu" without a working GPU codec (torchvision missing)
+                runs[name] = {"skipped": str(exc)}
+                continue
+            valid = lambda b: int(b["valid"].sum())  # noqa: E731
+            run = loader_run(loader, step, valid, args.steps, args.warmup, compute_s, device)
             run["fraction_of_compute_only"] = round(run["per_s"] / compute_rate, 4)
+            run["loader_only_per_s"] = loader_only(image_loader(), valid, args.steps, args.warmup, device)
             runs[name] = run
         out["vit_b16_image_text"] = {
             "unit": "images",
@@ -429,6 +458,20 @@ def main() -> None:
             )
             run = loader_run(loader, step, tokens, args.steps, args.warmup, compute_s, device)
             run["fraction_of_compute_only"] = round(run["per_s"] / compute_rate, 4)
+            run["loader_only_per_s"] = loader_only(
+                Loader(
+                    text_manifest,
+                    args.text_batch,
+                    seed=0,
+                    epochs=text_epochs,
+                    num_workers=workers,
+                    device=loader_device,
+                ),
+                tokens,
+                args.steps,
+                args.warmup,
+                device,
+            )
             runs[f"workers_{workers}"] = run
         out["decoder_tokens"] = {
             "unit": "tokens",
