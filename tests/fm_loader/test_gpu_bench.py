@@ -32,6 +32,7 @@ def test_without_cuda_the_bench_says_why_and_exits_0() -> None:
     assert json.loads(done.stdout)["skipped"].startswith("no CUDA")
 
 
+@pytest.mark.slow
 def test_tiny_models_learn_from_loader_shaped_batches() -> None:
     bench = bench_module()
     torch.manual_seed(0)
