@@ -1,7 +1,7 @@
 """Do worker processes help? Text tokens/s and media images/s in process vs 1 and 2 workers; prints one JSON object.
 
 Usage: ``python bench/workers.py [--rows 8192] [--seq-len 2048] [--images 512] [--batch 32] [--workers 1,2]
-[--repeats 5]``.
+[--repeats 5] [--prefetch 2] [--skip-media]``.
 
 For each kind, every configuration runs one epoch per round, rounds repeated ``--repeats`` times, and each
 configuration's steady-state rate (from the first batch received to the end of the epoch; the wait for the
@@ -43,12 +43,16 @@ def _sibling(name: str) -> Any:
     return module
 
 
+PREFETCH = [2]
+
+
 def epoch(source: str, batch: int, workers: int, handover: str, count_key: str) -> tuple[float, int, float]:
     """Steady-state seconds of one epoch (from the first batch received to the end), what those batches counted
     (tokens or valid images), and the seconds to the first batch (worker start-up)."""
     count, first = 0, None
     t0 = time.perf_counter()
-    with Loader(source, batch, seed=0, num_workers=workers, prefetch=2, handover=handover) as loader:
+    prefetch = PREFETCH[0]
+    with Loader(source, batch, seed=0, num_workers=workers, prefetch=prefetch, handover=handover) as loader:
         for b in loader:
             if first is None:
                 first = time.perf_counter()
@@ -101,10 +105,16 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--workers", default="1,2")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--prefetch", type=int, default=2, help="Loader(prefetch=): per worker with workers")
     parser.add_argument("--skip-media", action="store_true")
     args = parser.parse_args()
+    PREFETCH[0] = args.prefetch
     workers = [int(w) for w in args.workers.split(",")]
-    out: dict[str, Any] = {"cpus": os.cpu_count(), "load_avg_before": os.getloadavg()}
+    out: dict[str, Any] = {
+        "cpus": os.cpu_count(),
+        "prefetch": args.prefetch,
+        "load_avg_before": os.getloadavg(),
+    }
     with tempfile.TemporaryDirectory(prefix="fm-bench-workers-") as tmp:
         text_dir = Path(tmp) / "text"
         text_dir.mkdir()
