@@ -11,7 +11,7 @@ Writing shards (what the pipeline's shard stage calls)::
     from fm_loader.kinds import KINDS, read_manifest
     from fm_loader.manifest import DatasetManifest, ShardEntry
     from fm_loader.manifest_base import Manifest
-    from fm_loader.metrics import MetricsLogger
+    from fm_loader.metrics import MetricsLogger, measure_compute_baseline
     from fm_loader.modality_mixture import ModalityMixture
     enc = encode_shard(rows, shard_name="shard-000000", seq_len=2048, vocab_size=50257)
     for name, data in enc.files.items(): ...            # write atomically next to each other
@@ -64,6 +64,7 @@ _EXPORTS = {
     "Loader": "fm_loader.loader",
     "PinningError": "fm_loader.loader",
     "MetricsLogger": "fm_loader.metrics",
+    "measure_compute_baseline": "fm_loader.metrics",
     "ModalityMixture": "fm_loader.modality_mixture",
     "DatasetManifest": "fm_loader.manifest",
     "ShardEntry": "fm_loader.manifest",
@@ -75,6 +76,7 @@ _EXPORTS = {
     "AccessOptions": "fm_loader.options",
     "TokenOptions": "fm_loader.options",
     "MediaOptions": "fm_loader.options",
+    "DeliveryOptions": "fm_loader.options",
     "CorruptRowError": "fm_loader.sources",
     "CorruptShardError": "fm_loader.sources",
     "Problem": "fm_loader.verify",
@@ -92,9 +94,9 @@ if TYPE_CHECKING:
     from fm_loader.loader import Loader, PinningError
     from fm_loader.manifest import DatasetManifest, ShardEntry
     from fm_loader.manifest_base import Manifest
-    from fm_loader.metrics import MetricsLogger
+    from fm_loader.metrics import MetricsLogger, measure_compute_baseline
     from fm_loader.modality_mixture import ModalityMixture
-    from fm_loader.options import AccessOptions, MediaOptions, ReadOptions, TokenOptions
+    from fm_loader.options import AccessOptions, DeliveryOptions, MediaOptions, ReadOptions, TokenOptions
     from fm_loader.rows import read_rows
     from fm_loader.sources import CorruptRowError, CorruptShardError
     from fm_loader.validation import validation_loaders
@@ -116,6 +118,7 @@ __all__ = [
     "CorruptRowError",
     "CorruptShardError",
     "DatasetManifest",
+    "DeliveryOptions",
     "EncodedShard",
     "Loader",
     "Manifest",
@@ -133,6 +136,7 @@ __all__ = [
     "TokenOptions",
     "VerifyReport",
     "encode_shard",
+    "measure_compute_baseline",
     "read_manifest",
     "read_rows",
     "validation_loaders",

@@ -18,13 +18,16 @@ ring rotation and ordering are tested on machines without CUDA.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch
+
+from fm_loader.prefetch import prefetched
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +50,8 @@ class Transfer(Protocol):
     def fence(self) -> Fence: ...
 
     def hand_over(self, fence: Fence, tensors: list[torch.Tensor]) -> None: ...
+
+    def side_stream(self) -> contextlib.AbstractContextManager[Any]: ...
 
 
 class _DoneFence:
@@ -71,6 +76,9 @@ class HostTransfer:
 
     def hand_over(self, fence: Fence, tensors: list[torch.Tensor]) -> None:
         fence.synchronize()
+
+    def side_stream(self) -> contextlib.AbstractContextManager[Any]:
+        return contextlib.nullcontext()
 
 
 class CudaTransfer:
@@ -97,6 +105,10 @@ class CudaTransfer:
         consumer.wait_event(fence)  # type: ignore[arg-type]
         for tensor in tensors:
             tensor.record_stream(consumer)
+
+    def side_stream(self) -> contextlib.AbstractContextManager[Any]:
+        """Work queued inside this context (the copies, a GPU decode) runs on the copy stream."""
+        return torch.cuda.stream(self.stream)
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device | None:
@@ -157,52 +169,111 @@ class StagingRing:
         return sum(len(ring) for ring in self._rings.values())
 
 
-class DeviceFeeder(Iterator[dict[str, Any]]):
-    """Iterates ``batches`` as device batches, ``depth`` copies in flight ahead of the consumer."""
+Prepare = Callable[[dict[str, Any], Any], dict[str, Any]]
+_Launched = tuple[dict[str, Any], Any, Fence, list[torch.Tensor]]
+
+
+class DeviceFeeder(Iterator[Any]):
+    """Iterates ``batches`` as device batches, ``depth`` copies in flight ahead of the consumer.
+
+    Args:
+        batches: Host batches; with ``tagged``, ``(batch, tag)`` pairs whose tag travels along unchanged (the
+            loader's step and build record, so the position advances when the trainer receives the batch).
+        transfer: How batches reach the device.
+        depth: Batches in flight ahead of the one handed out.
+        prepare: Called with ``(host batch, tag)`` on the side stream before the copy (e.g. a GPU decode); it
+            returns the batch to send, where tensors already on the device pass through uncopied.
+        tagged: Items are ``(batch, tag)`` pairs and so is what is yielded.
+        threaded: Stage, prepare and launch the copies in a background thread (the consumer's thread only
+            makes its stream wait on each batch's copy), so the staging copies and a GPU decode's host work do
+            not take the training loop's time. An error is raised at the batch it belongs to either way.
+    """
 
     def __init__(
-        self, batches: Iterable[dict[str, Any]], transfer: Transfer, depth: int = DEFAULT_DEPTH
+        self,
+        batches: Iterable[Any],
+        transfer: Transfer,
+        depth: int = DEFAULT_DEPTH,
+        prepare: Prepare | None = None,
+        tagged: bool = False,
+        threaded: bool = False,
     ) -> None:
         if depth < 1:
             raise ValueError(f"device prefetch depth must be >= 1, got {depth}")
         self._source = iter(batches)
         self._transfer = transfer
         self._depth = depth
-        # one slot more than the batches in flight: the one being staged while `depth` are still copying
-        self._ring = StagingRing(transfer, slots=depth + 1)
-        self._in_flight: deque[tuple[dict[str, Any], Fence, list[torch.Tensor]]] = deque()
+        self._prepare = prepare
+        self._tagged = tagged
+        # one slot more than the batches in flight: the one being staged while `depth` are still copying (one
+        # more with a thread, whose queue and the batch it stages are both ahead)
+        self._ring = StagingRing(transfer, slots=depth + (2 if threaded else 1))
+        self._in_flight: deque[tuple[Any, Any, Any, list[torch.Tensor]]] = deque()
         self._exhausted = False
+        self._launched: Generator[_Launched, None, None] | None = None
+        if threaded:
+            self._launched = prefetched(self._launches(), max(1, depth - 1), name="fm_loader-device")
 
-    def _launch(self, host: dict[str, Any]) -> None:
+    def _launches(self) -> Iterator[_Launched]:
+        for item in self._source:
+            host, tag = item if self._tagged else (item, None)
+            yield self._launch(host, tag)
+
+    def _launch(self, host: dict[str, Any], tag: Any) -> _Launched:
         batch: dict[str, Any] = {}
         staged: list[_Slot] = []
         on_device: list[torch.Tensor] = []
-        for key, value in host.items():
-            if isinstance(value, torch.Tensor):
-                slot = self._ring.stage(key, value)
-                batch[key] = self._transfer.copy_to_device(slot.buffer)
-                staged.append(slot)
-                on_device.append(batch[key])
-            else:
-                batch[key] = value
-        fence = self._transfer.fence()
+        with self._transfer.side_stream():
+            if self._prepare is not None:
+                host = self._prepare(host, tag)
+            for key, value in host.items():
+                if isinstance(value, torch.Tensor) and value.device.type == "cpu":
+                    slot = self._ring.stage(key, value)
+                    batch[key] = self._transfer.copy_to_device(slot.buffer)
+                    staged.append(slot)
+                    on_device.append(batch[key])
+                else:
+                    batch[key] = value
+                    if isinstance(value, torch.Tensor):  # made on the device by `prepare`
+                        on_device.append(value)
+            fence = self._transfer.fence()
         for slot in staged:
             slot.fence = fence
-        self._in_flight.append((batch, fence, on_device))
+        return batch, tag, fence, on_device
 
-    def __next__(self) -> dict[str, Any]:
+    def __next__(self) -> Any:
+        if self._launched is not None:
+            batch, tag, fence, on_device = next(self._launched)
+            self._transfer.hand_over(fence, on_device)
+            return (batch, tag) if self._tagged else batch
         while not self._exhausted and len(self._in_flight) < self._depth:
             try:
-                host = next(self._source)
+                item = next(self._source)
             except StopIteration:
                 self._exhausted = True
                 break
-            self._launch(host)
+            host, tag = item if self._tagged else (item, None)
+            try:
+                self._in_flight.append(self._launch(host, tag))
+            except Exception as exc:  # raised when the consumer reaches this batch, not while looking ahead
+                self._in_flight.append((exc, None, None, []))
+                self._exhausted = True
         if not self._in_flight:
             raise StopIteration
-        batch, fence, on_device = self._in_flight.popleft()
+        batch, tag, fence, on_device = self._in_flight.popleft()
+        if isinstance(batch, Exception):
+            raise batch
         self._transfer.hand_over(fence, on_device)
-        return batch
+        return (batch, tag) if self._tagged else batch
+
+    def close(self) -> None:
+        """Close the source (stops a prefetch thread behind it) and drop the batches in flight."""
+        if self._launched is not None:
+            self._launched.close()  # joins the staging thread before the source is closed here
+        self._in_flight.clear()
+        close = getattr(self._source, "close", None)
+        if close is not None:
+            close()
 
     @property
     def staging_buffers(self) -> int:

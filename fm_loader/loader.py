@@ -7,9 +7,15 @@ holds is the kind's builder (:mod:`fm_loader.kinds` maps each manifest kind to o
 (:mod:`fm_loader.builders.media`).
 
 With ``num_workers > 0`` batches are built in torch ``DataLoader`` worker processes, worker ``w`` building
-batches ``w, w + num_workers, ...``; the DataLoader's in-order round robin keeps the global order, and each
-batch carries its build time and cache counters back to the metrics. With ``num_workers == 0`` a prefetch
-thread builds the next ``prefetch`` batches while the trainer computes.
+batches ``w, w + num_workers, ...``; the DataLoader's in-order round robin keeps the global order, each batch's
+tensors come back through a reused ring of shared-memory slots (:mod:`fm_loader.handover`), and each batch
+carries its build time and cache counters back to the metrics. With ``num_workers == 0`` a prefetch thread
+builds the next ``prefetch`` batches while the trainer computes.
+
+With ``delivery.device`` set to a CUDA device, host batches go through :class:`fm_loader.device.DeviceFeeder`
+(pinned staging, side-stream copies, ``device_prefetch`` deep; a GPU image decode runs there too). Whatever
+the path, the one loop in :meth:`Loader._handed` measures the wait at the trainer's ``next()`` and advances
+the position only when the trainer receives a batch.
 """
 
 from __future__ import annotations
@@ -25,12 +31,15 @@ import torch
 from fm_loader.access import check_release, validate_namespaces
 from fm_loader.builders.base import BatchBuilder, Built, Step
 from fm_loader.builders.tokens import PinningError, check_pins
+from fm_loader.device import CudaTransfer, DeviceFeeder, Transfer, resolve_device
+from fm_loader.handover import ShmReceiver, shm_handover_ring
 from fm_loader.kinds import KINDS, PACKED_TOKENS, read_manifest
 from fm_loader.manifest import DatasetManifest
 from fm_loader.media.manifest import MediaManifest
 from fm_loader.metrics import LoaderMetrics, cache_delta
 from fm_loader.options import (
     AccessOptions,
+    DeliveryOptions,
     LoaderOptions,
     MediaOptions,
     ReadOptions,
@@ -100,6 +109,7 @@ class Loader:
         access: AccessOptions | None = None,
         tokens: TokenOptions | None = None,
         media: MediaOptions | None = None,
+        delivery: DeliveryOptions | None = None,
         **flat_options: Any,
     ) -> None:
         """Read the manifest(s) or mixture, check access and pins and plan the global stream (no shard is read).
@@ -126,8 +136,10 @@ class Loader:
             access: Namespaces and revoked releases (:class:`~fm_loader.options.AccessOptions`).
             tokens: Packed-token pins and batch layout (:class:`~fm_loader.options.TokenOptions`).
             media: Buckets, caption width and audio padding (:class:`~fm_loader.options.MediaOptions`).
+            delivery: Device batches, GPU image decode and the workers' hand-over
+                (:class:`~fm_loader.options.DeliveryOptions`; ``device=None``, the default, yields host tensors).
             **flat_options: The same options as flat keywords (``cache_dir=``, ``allow_revoked=``,
-                ``extra_columns=``, ``buckets=`` ...), as earlier releases took them.
+                ``extra_columns=``, ``buckets=``, ``device=`` ...), as earlier releases took them.
 
         Raises:
             ValueError: Invalid rank, world size or batch size, an invalid mixture or manifest, or media
@@ -147,7 +159,8 @@ class Loader:
                 f"global_batch_size {global_batch_size} is not divisible by world_size {world_size}"
             )
         self.options: LoaderOptions = group_options(
-            {"read": read, "access": access, "tokens": tokens, "media": media}, flat_options
+            {"read": read, "access": access, "tokens": tokens, "media": media, "delivery": delivery},
+            flat_options,
         )
         self._config = dict(
             source=source,
@@ -159,7 +172,10 @@ class Loader:
             expected_tokenizer_hash=expected_tokenizer_hash,
             epochs=epochs,
             prefetch=prefetch,
-            **{name: getattr(self.options, name) for name in ("read", "access", "tokens", "media")},
+            **{
+                name: getattr(self.options, name)
+                for name in ("read", "access", "tokens", "media", "delivery")
+            },
         )
         self.global_batch_size, self.rank, self.world_size = global_batch_size, rank, world_size
         self.local_batch_size = global_batch_size // world_size
@@ -168,6 +184,7 @@ class Loader:
         read_opts, access_opts = self.options.read, self.options.access
         self.cache = ShardCache(read_opts.cache_dir, read_opts.cache_budget_bytes, read_opts.storage_options)
         validate_namespaces(access_opts.allowed_namespaces)
+        self.device = resolve_device(self.options.delivery.device)
         self.kind, resolved = self._resolve(source)
         self._builder: BatchBuilder = KINDS[self.kind].builder_class()(self, resolved)
         self.epoch = 0
@@ -306,52 +323,101 @@ class Loader:
         The state advances as each batch is handed out, so :meth:`state_dict` taken between batches resumes
         right after the last one received.
         """
-        batches = self._iter_workers() if self.num_workers > 0 else self._iter_local()
-        return self._builder.wrap(batches)
+        items = self._iter_workers() if self.num_workers > 0 else self._iter_local()
+        return self._builder.wrap(self._handed(items))
 
-    def _built(self) -> Generator[tuple[Step, Built, float, float], None, None]:
-        """(step, its batch, when it was finished, how long it took) for every remaining step."""
-        for step in self._steps():
-            t0 = time.monotonic()
-            built = self._builder.build(step.work)
-            built_at = time.monotonic()
-            yield step, built, built_at, built_at - t0
+    def _transfer(self, device: torch.device) -> Transfer:
+        """How host batches reach ``device`` (a seam: the CPU tests put a host transfer here)."""
+        return CudaTransfer(device)
 
-    def _iter_local(self) -> Iterator[dict[str, Any]]:
-        """Batches built in this process: on demand, or ``prefetch`` ahead by a thread."""
-        items = prefetched(self._built(), self.prefetch) if self.prefetch > 0 else self._built()
+    def _handed(self, items: Generator[_Item, None, None]) -> Iterator[dict[str, Any]]:
+        """The one hand-out loop: device delivery when asked, the wait timed at the trainer's ``next()``, the
+        position advanced when the trainer receives the batch."""
+        feeder = None
+        if self.device is not None:
+            feeder = DeviceFeeder(
+                ((item[1].batch, item) for item in items),
+                self._transfer(self.device),
+                depth=self.options.delivery.device_prefetch,
+                prepare=self._builder.device_stage,
+                tagged=True,
+                threaded=True,
+            )
         try:
             while True:
                 asked = self._metrics.ask()
                 try:
-                    step, built, built_at, build_s = next(items)
+                    if feeder is not None:
+                        batch, (step, built, info) = next(feeder)
+                    else:
+                        step, built, info = next(items)
+                        batch = built.batch
                 except StopIteration:
                     return
-                self._metrics.handed(asked, built_at, build_s)
+                self._metrics.handed(asked, info["built_at"], info["build_s"])
+                if info.get("cache"):
+                    self._metrics.worker_cache.add(info["cache"])
                 self._advance(step, built)
-                yield built.batch
+                yield batch
         finally:
-            items.close()  # stops the prefetch thread when the trainer stops early
+            if feeder is not None:
+                feeder.close()
+            items.close()  # stops the prefetch thread or the workers when the trainer stops early
 
-    def _iter_workers(self) -> Iterator[dict[str, Any]]:
+    def _built(self) -> Generator[_Item, None, None]:
+        """(step, its batch, when it was finished and how long it took) for every remaining step."""
+        for step in self._steps():
+            t0 = time.monotonic()
+            built = self._builder.build(step.work)
+            built_at = time.monotonic()
+            yield step, built, {"built_at": built_at, "build_s": built_at - t0}
+
+    def _iter_local(self) -> Generator[_Item, None, None]:
+        """Batches built in this process: on demand, or ``prefetch`` ahead by a thread."""
+        items = prefetched(self._built(), self.prefetch) if self.prefetch > 0 else self._built()
+        try:
+            yield from items
+        finally:
+            items.close()
+
+    def _worker_config(self) -> dict[str, Any]:
+        """What a worker rebuilds its loader from: this one's, with the image decode already resolved here
+        (a worker has no CUDA) and the hand-over ring's flags."""
+        mode = self._builder.image_decode_mode  # GPU decode: workers hand over the compressed bytes
+        delivery = replace(
+            self.options.delivery, device=None, image_decode="bytes" if mode == "gpu" else mode
+        )
+        return {**self._config, "delivery": delivery, "num_workers": 0, "prefetch": 0}
+
+    def _iter_workers(self) -> Generator[_Item, None, None]:
         schedule = self._schedule()
         if not schedule:
             return
+        context = torch.multiprocessing.get_context()
+        shm = self.options.delivery.handover == "shm"
+        # a worker's batches alive at once: queued (prefetch), in flight to the device, the trainer's two
+        slots = max(1, self.prefetch) + self.options.delivery.device_prefetch + 3
+        ring = shm_handover_ring(context, self.num_workers, slots) if shm else None
         data = torch.utils.data.DataLoader(
-            _WorkerBatches(self._config, [step.work for step in schedule]),
+            _WorkerBatches(self._worker_config(), [step.work for step in schedule], ring),
             batch_size=None,
             num_workers=self.num_workers,
             prefetch_factor=max(1, self.prefetch),
             persistent_workers=False,
+            multiprocessing_context=context,
         )
+        receiver = ShmReceiver(ring) if ring is not None else None
         it = iter(data)
-        for step in schedule:
-            asked = self._metrics.ask()
-            built, info = next(it)
-            self._metrics.handed(asked, info["built_at"], info["build_s"])
-            self._metrics.worker_cache.add(info["cache"])
-            self._advance(step, built)
-            yield built.batch
+        try:
+            for step in schedule:
+                built, info = next(it)
+                if receiver is not None:
+                    built = replace(built, batch=receiver.receive(built.batch))
+                yield step, built, info
+        finally:
+            del it  # shuts the workers down
+            if receiver is not None:
+                receiver.close()
 
     # -- reporting ---------------------------------------------------------------------------------------
     def metrics(self) -> dict[str, float]:
@@ -361,7 +427,10 @@ class Loader:
             Counts (``rows``, ``tokens``, ``bytes``, ``batches``, ``corrupt_rows_skipped``, and ``lost_rows``:
             those of them in missing shards), rates (``rows_per_s``, ``tokens_per_s``, ``bytes_per_s``) over
             ``elapsed_s`` (since the first request for a batch), the time the trainer waited in ``__next__``
-            (``input_stall_s``, ``input_stall_fraction``), ``queue_depth_mean`` (batches ready when the trainer
+            (``input_stall_s``, ``input_stall_fraction``), ``step_s_mean`` (mean interval between the trainer's
+            requests), and once :meth:`set_compute_baseline` was given the trainer's compute-only step time,
+            ``compute_baseline_s`` and the headline ``input_loss_fraction`` (``1 - baseline / step_s_mean``: the
+            throughput input costs, see :mod:`fm_loader.metrics`), ``queue_depth_mean`` (batches ready when the trainer
             asked), ``build_s`` (time spent building batches, worker processes included) and the cache's
             ``cache_hits``, ``cache_misses``, ``cache_hit_rate``, ``cache_bytes_downloaded``,
             ``cache_fetch_wait_s``, ``cache_prewarmed`` and ``cache_evictions`` (worker processes' caches
@@ -371,8 +440,15 @@ class Loader:
         return self._builder.named_metrics(self._metrics.snapshot(self.cache.stats))
 
     def reset_metrics(self) -> None:
-        """Start the counters of :meth:`metrics` afresh (the cache's counters keep running)."""
-        self._metrics = LoaderMetrics()
+        """Start the counters of :meth:`metrics` afresh (the cache's counters and the compute baseline stay)."""
+        self._metrics = self._metrics.fresh()
+
+    def set_compute_baseline(self, step_s: float | None) -> None:
+        """The trainer's compute-only step time in seconds (:func:`fm_loader.metrics.measure_compute_baseline`),
+        from which :meth:`metrics` reports ``input_loss_fraction``; ``None`` forgets it."""
+        if step_s is not None and not step_s > 0:
+            raise ValueError(f"a compute baseline is a positive number of seconds, got {step_s}")
+        self._metrics.compute_baseline_s = step_s
 
     def __len__(self) -> int:
         """Batches left from the current position to the end of the last epoch.
@@ -393,22 +469,28 @@ class Loader:
         self.close()
 
 
+_Item = tuple[Step, Built, dict[str, Any]]
+
+
 class _WorkerBatches(torch.utils.data.IterableDataset):
     """Runs inside DataLoader workers: worker ``w`` builds every ``num_workers``-th batch of the schedule."""
 
-    def __init__(self, config: dict[str, Any], schedule: list[Any]) -> None:
-        self.config, self.schedule = config, schedule
+    def __init__(self, config: dict[str, Any], schedule: list[Any], ring: Any = None) -> None:
+        self.config, self.schedule, self.ring = config, schedule, ring
 
     def __iter__(self) -> Iterator[tuple[Built, dict[str, Any]]]:
         """Yields (the built batch, its build time and the worker cache's counters since the last one)."""
         info = torch.utils.data.get_worker_info()
         wid, nw = (info.id, info.num_workers) if info is not None else (0, 1)
-        local = Loader(**{**self.config, "num_workers": 0, "prefetch": 0})
+        local = Loader(**self.config)
+        sender = self.ring.sender(wid) if self.ring is not None else None
         try:
             before = replace(local.cache.stats)
             for work in self.schedule[wid::nw]:
                 t0 = time.monotonic()
                 built = local._builder.build(work)
+                if sender is not None:
+                    built = replace(built, batch=sender.send(built.batch))
                 built_at = time.monotonic()
                 now = replace(local.cache.stats)
                 yield (
@@ -417,4 +499,6 @@ class _WorkerBatches(torch.utils.data.IterableDataset):
                 )
                 before = now
         finally:
+            if sender is not None:
+                sender.close()
             local.close()

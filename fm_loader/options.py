@@ -1,6 +1,7 @@
-"""The loader's options, grouped by what they are about (reading, access, and each sample kind's own).
+"""The loader's options, grouped by what they are about (reading, access, each sample kind's own, and
+delivery: where batches are handed out).
 
-:class:`fm_loader.loader.Loader` takes them as ``read=``, ``access=``, ``tokens=`` and ``media=``; the flat
+:class:`fm_loader.loader.Loader` takes them as ``read=``, ``access=``, ``tokens=``, ``media=`` and ``delivery=``; the flat
 keywords of earlier releases (``cache_dir=``, ``allow_revoked=``, ``extra_columns=``, ``buckets=`` ...) still
 work and land in their group (:func:`group_options`).
 """
@@ -90,6 +91,44 @@ class MediaOptions:
     window_samples: int = 8192
 
 
+IMAGE_DECODE_MODES = ("auto", "cpu", "gpu", "bytes")
+
+
+@dataclass(frozen=True)
+class DeliveryOptions:
+    """Where batches are handed out, and where images are decoded (see :mod:`fm_loader.device`).
+
+    Attributes:
+        device: ``None`` (default): host tensors, as before. ``"auto"``: the current CUDA device when there is
+            one, else host tensors (one log line). ``"cuda:0"`` ...: that device (an error without CUDA). On a
+            device, batches are staged in pinned host memory and copied on a side stream, ``device_prefetch``
+            batches ahead.
+        device_prefetch: Batches in flight to the device ahead of the one handed out (>= 1).
+        image_decode: ``"auto"`` (default): image-text JPEGs are decoded on the GPU (nvJPEG through torchvision)
+            when batches go to a CUDA device and the codec is installed, else on the CPU; ``"cpu"``: always on
+            the CPU; ``"gpu"``: on the GPU, an error when that is not possible (see
+            :mod:`fm_loader.media.gpu_decode`); ``"bytes"``: not decoded, batches carry the checksummed
+            compressed bytes (``image_bytes``, ``image_offsets``, ``image_where``) instead of ``images`` (what
+            the workers of a GPU-decoding loader hand over).
+        handover: How worker processes hand batches to this process: ``"shm"`` (default: a reused ring of
+            shared-memory slots per worker) or ``"pickle"`` (torch's own queue, a fresh shared segment per
+            tensor; kept for comparison).
+    """
+
+    device: str | torch.device | None = None
+    device_prefetch: int = 2
+    image_decode: str = "auto"
+    handover: str = "shm"
+
+    def __post_init__(self) -> None:
+        if self.device_prefetch < 1:
+            raise ValueError(f"device_prefetch must be >= 1, got {self.device_prefetch}")
+        if self.image_decode not in IMAGE_DECODE_MODES:
+            raise ValueError(f"image_decode must be one of {IMAGE_DECODE_MODES}, got {self.image_decode!r}")
+        if self.handover not in ("shm", "pickle"):
+            raise ValueError(f"handover must be 'shm' or 'pickle', got {self.handover!r}")
+
+
 @dataclass(frozen=True)
 class LoaderOptions:
     """Every option group of one loader (what a worker process rebuilds its loader from)."""
@@ -98,6 +137,7 @@ class LoaderOptions:
     access: AccessOptions = AccessOptions()
     tokens: TokenOptions = TokenOptions()
     media: MediaOptions = MediaOptions()
+    delivery: DeliveryOptions = DeliveryOptions()
 
 
 _GROUPS: dict[str, type] = {
@@ -105,6 +145,7 @@ _GROUPS: dict[str, type] = {
     "access": AccessOptions,
     "tokens": TokenOptions,
     "media": MediaOptions,
+    "delivery": DeliveryOptions,
 }
 _FLAT = {f.name: group for group, kind in _GROUPS.items() for f in fields(kind)}
 

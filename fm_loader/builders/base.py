@@ -82,6 +82,16 @@ class BatchBuilder(ABC):
         """A hook around the iteration (the packed-token prewarmer); the batches unchanged by default."""
         return batches
 
+    @property
+    def image_decode_mode(self) -> str:
+        """Where this builder's images are decoded (``"cpu"`` or ``"gpu"``; ``"cpu"`` for kinds without images)."""
+        return "cpu"
+
+    def device_stage(self, batch: dict[str, Any], item: Any) -> dict[str, Any]:
+        """Work done in the trainer's process on the copy stream before a batch goes to the device (a GPU
+        decode); ``item`` is the loader's ``(step, Built, info)``. The batch unchanged by default."""
+        return batch
+
     def named_metrics(self, snapshot: dict[str, float]) -> dict[str, float]:
         """The kind's own names for the shared counters (e.g. ``samples`` for ``rows``)."""
         return snapshot

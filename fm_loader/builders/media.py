@@ -42,6 +42,7 @@ import torch
 from fm_loader.builders.base import BatchBuilder, Built, Step
 from fm_loader.media.decode import decode_audio, decode_image
 from fm_loader.media.errors import CorruptSampleError
+from fm_loader.media.gpu_decode import GpuImageDecoder, payloads, select_image_decode
 from fm_loader.media.manifest import MediaManifest
 from fm_loader.media.plan import ROW, SAMPLE_ID, SHARD, SOURCE, BucketPlanner, FixedPlanner, PlannedBatch
 from fm_loader.media.sources import MediaShardReader, MediaSource
@@ -224,6 +225,8 @@ class MediaSamples(BatchBuilder):
             return False
         try:
             self._decode(out, slot, sample.media, shape)
+            if "where" in out:  # decoded later (on the GPU): errors there must name the sample
+                out["where"][slot] = (reader.label, row, reader.index.key(row))
         except ValueError as exc:
             key = reader.index.key(row)
             if not self.skip_corrupt:
@@ -264,6 +267,12 @@ class ImageText(MediaSamples):
         self.planner = BucketPlanner(
             self.stream, self._bucket_ids, len(self.buckets), loader.global_batch_size
         )
+        self._decode_mode = select_image_decode(loader.options.delivery.image_decode, loader.device)
+        self._gpu_decoder: GpuImageDecoder | None = None
+
+    @property
+    def image_decode_mode(self) -> str:
+        return self._decode_mode
 
     @property
     def layout(self) -> str:
@@ -286,14 +295,58 @@ class ImageText(MediaSamples):
         return BatchSpec(planned, self._rank_refs(planned), self.buckets.shapes[planned.bucket])
 
     def _buffers(self, n: int, shape: tuple[int, ...]) -> dict[str, Any]:
+        if self._decode_mode != "cpu":  # compressed bytes, decoded in the trainer's process
+            return {"chunks": [b""] * n, "where": [None] * n}
         return {"images": np.zeros((n, 3, *shape), dtype=np.uint8)}
 
     def _decode(self, out: dict[str, Any], slot: int, media: memoryview, shape: tuple[int, ...]) -> None:
+        if "chunks" in out:
+            out["chunks"][slot] = bytes(media)
+            return
         out["images"][slot] = decode_image(media, shape[0], shape[1]).transpose(2, 0, 1)
 
     def _finish(self, batch: dict[str, Any], out: dict[str, Any], spec: BatchSpec) -> None:
-        batch["images"] = torch.from_numpy(out["images"])
+        if "chunks" in out:
+            sizes = [len(c) for c in out["chunks"]]
+            batch["image_bytes"] = torch.from_numpy(
+                np.frombuffer(b"".join(out["chunks"]), dtype=np.uint8).copy()
+            )
+            batch["image_offsets"] = torch.from_numpy(
+                np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+            )
+            batch["image_where"] = out["where"]
+        else:
+            batch["images"] = torch.from_numpy(out["images"])
         batch["bucket"] = torch.tensor(spec.planned.bucket, dtype=torch.int64)
+
+    def device_stage(self, batch: dict[str, Any], item: Any) -> dict[str, Any]:
+        """GPU decode (``image_decode`` resolved to ``"gpu"``): the compressed bytes become ``images`` on the
+        device; a sample that decodes neither there nor on the CPU is a ``CorruptSampleError``, or with
+        ``skip_corrupt`` padding counted in the metrics, as on the CPU path."""
+        if self._decode_mode != "gpu":
+            return batch
+        if self._gpu_decoder is None:
+            assert self.loader.device is not None
+            self._gpu_decoder = GpuImageDecoder(self.loader.device)
+        shape = self.buckets.shapes[int(batch["bucket"])]
+        images, failed = self._gpu_decoder.decode(payloads(batch), shape)
+        built: Built = item[1]
+        for slot, reason in sorted(failed.items()):
+            label, row, key = batch["image_where"][slot]
+            if not self.skip_corrupt:
+                raise CorruptSampleError(label, row, key, f"{reason}; re-shard this sample")
+            logger.warning("skipping sample %d (%s) of %s: %s", row, key, label, reason)
+            built.rows -= 1
+            built.corrupt += 1
+            built.tokens -= int(batch["caption_mask"][slot].sum())
+            batch["valid"][slot] = False
+            batch["caption_ids"][slot] = 0
+            batch["caption_mask"][slot] = False
+            batch["text"][slot] = ""
+        out = {k: v for k, v in batch.items() if k not in ("image_bytes", "image_offsets", "image_where")}
+        out["images"] = images
+        out["bucket"] = out.pop("bucket")  # the CPU path's key order: ..., images, bucket
+        return out
 
 
 class AudioText(MediaSamples):

@@ -1,0 +1,187 @@
+"""The GPU image decode path, run on the CPU with an injected JPEG codec: selection, per-sample CPU fallback,
+the same CorruptSampleError / skip_corrupt outcome and the same order, buckets, captions and state as the CPU
+path (pixels close, not equal); the real nvJPEG path where CUDA and torchvision exist."""
+
+from __future__ import annotations
+
+import io
+import logging
+
+import numpy as np
+import pytest
+import torch
+from media_shards import image_samples, write_dataset
+from PIL import Image
+
+import fm_loader.loader as loader_module
+from fm_loader import Loader
+from fm_loader.device import HostTransfer
+from fm_loader.media import gpu_decode
+from fm_loader.media.errors import CorruptSampleError
+from fm_loader.media.format import MediaSample
+
+BAD_JPEG, BAD_PNG = 3, 9  # sample indexes whose bytes pass their checksum but do not decode
+REFUSED = 6  # a good JPEG the fake GPU codec refuses (decoded on the CPU instead)
+
+
+def fake_codec(calls: list[int]):
+    """A batched 'GPU' JPEG decode on the CPU: PIL, (3, h, w) uint8; refuses sample REFUSED's bytes."""
+    refused = image_samples(1, REFUSED)[0].media
+
+    def decode(datas: list[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
+        calls.append(len(datas))
+        out = []
+        for data in datas:
+            raw = bytes(data.numpy())
+            if raw == refused:
+                raise RuntimeError("codec refuses this stream")
+            with Image.open(io.BytesIO(raw)) as image:  # garbage raises, as nvJPEG does
+                out.append(torch.from_numpy(np.array(image.convert("RGB"))).permute(2, 0, 1).contiguous())
+        return out
+
+    return decode
+
+
+def samples(n: int, start: int = 0) -> list[MediaSample]:
+    out = image_samples(n, start)
+    for i, s in enumerate(out):
+        if start + i in (
+            BAD_JPEG,
+            BAD_PNG,
+        ):  # the header reads (the shard writer checks it), the pixels do not
+            out[i] = MediaSample(s.key, s.media[: len(s.media) // 3], s.media_ext, s.text, s.meta)
+    return out
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("gpu-decode") / "images"
+    write_dataset(folder, "image-text", samples, [14, 10])
+    return folder / "manifest.json"
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch) -> list[int]:
+    """Loader(device='cuda') runs on the host with the fake codec: resolve to the CPU, transfer by clones."""
+    calls: list[int] = []
+    real = loader_module.resolve_device
+    monkeypatch.setattr(loader_module, "resolve_device", lambda d: torch.device("cpu") if d else real(d))
+    monkeypatch.setattr(loader_module.Loader, "_transfer", lambda self, device: HostTransfer())
+    monkeypatch.setattr(gpu_decode, "jpeg_codec", lambda: fake_codec(calls))
+    return calls
+
+
+def test_selection() -> None:
+    select = gpu_decode.select_image_decode
+    assert select("auto", None) == "cpu"
+    assert select("cpu", torch.device("cpu")) == "cpu"
+    assert select("bytes", None) == "bytes"
+    with pytest.raises(ValueError, match="needs batches on a CUDA device"):
+        select("gpu", None)
+
+
+def test_auto_without_the_codec_is_the_cpu_path_with_one_log_line(monkeypatch, caplog) -> None:
+    monkeypatch.setattr(gpu_decode, "jpeg_codec", lambda: None)
+    monkeypatch.setattr(gpu_decode, "_warned", set())
+    with caplog.at_level(logging.INFO, logger="fm_loader.media.gpu_decode"):
+        assert gpu_decode.select_image_decode("auto", torch.device("cpu")) == "cpu"
+        assert gpu_decode.select_image_decode("auto", torch.device("cpu")) == "cpu"
+    lines = [r for r in caplog.records if "decoded on the CPU" in r.getMessage()]
+    assert len(lines) == 1 and "torchvision is not installed" in lines[0].getMessage()
+    with pytest.raises(ValueError, match="GPU JPEG codec is unusable: torchvision is not installed"):
+        gpu_decode.select_image_decode("gpu", torch.device("cpu"))
+
+
+def test_a_codec_that_fails_its_probe_is_not_chosen(monkeypatch) -> None:
+    def broken(datas, device):
+        raise RuntimeError("nvjpeg init failed")
+
+    monkeypatch.setattr(gpu_decode, "jpeg_codec", lambda: broken)
+    monkeypatch.setattr(gpu_decode, "_warned", set())
+    assert gpu_decode.select_image_decode("auto", torch.device("cpu")) == "cpu"
+    monkeypatch.setattr(gpu_decode, "jpeg_codec", lambda: fake_codec([]))
+    assert gpu_decode.select_image_decode("auto", torch.device("cpu")) == "gpu"
+
+
+def test_decoder_batches_jpegs_and_falls_back_per_sample() -> None:
+    calls: list[int] = []
+    decoder = gpu_decode.GpuImageDecoder(torch.device("cpu"), fake_codec(calls))
+    batch = [s.media for s in samples(8)]  # 0 and 5 are PNG, 3 is a bad JPEG, 6 is refused by the codec
+    batch[7] = None  # padding
+    images, failed = decoder.decode(batch, (32, 48))
+    assert images.shape == (8, 3, 32, 48) and images.dtype == torch.uint8
+    assert list(failed) == [3] and "does not decode" in failed[3]
+    assert calls[0] == 5  # the five JPEG payloads in one codec call (it failed: then one by one)
+    assert decoder.cpu_fallbacks == 4  # two PNGs, the refused JPEG, and the bad JPEG's CPU retry
+    assert int(images[7].sum()) == 0 and int(images[3].sum()) == 0
+    cpu = torch.from_numpy(
+        gpu_decode.decode_image(batch[1], 32, 48).transpose(2, 0, 1).copy()  # type: ignore[arg-type]
+    )
+    assert (images[1].float() - cpu.float()).abs().mean() < 12  # only pixel values may differ, a little
+
+
+def run(loader: Loader) -> list[tuple[dict, dict]]:
+    out = []
+    for batch in loader:
+        out.append((batch, loader.state_dict()))
+    return out
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_gpu_path_matches_the_cpu_path_except_pixels(dataset, fake_gpu, workers) -> None:
+    cpu = run(Loader(dataset, 4, seed=1, skip_corrupt=True))
+    gpu_loader = Loader(dataset, 4, seed=1, skip_corrupt=True, device="cuda", num_workers=workers)
+    assert gpu_loader.image_decode_mode == "gpu"
+    gpu = run(gpu_loader)
+    assert fake_gpu  # the codec was used
+    assert len(cpu) == len(gpu)
+    for (a, sa), (b, sb) in zip(cpu, gpu, strict=True):
+        assert sa == sb and list(a) == list(b)
+        for key in ("valid", "sample_ids", "caption_ids", "caption_mask", "bucket"):
+            assert torch.equal(a[key], b[key]), key
+        assert a["text"] == b["text"]
+        assert a["images"].shape == b["images"].shape
+        assert (a["images"].float() - b["images"].float()).abs().mean() < 12
+    m_cpu, m_gpu = Loader(dataset, 4, seed=1, skip_corrupt=True), gpu_loader
+    for _ in m_cpu:
+        pass
+    for key in ("samples", "caption_tokens", "corrupt_samples_skipped"):
+        assert m_gpu.metrics()[key] == m_cpu.metrics()[key] > 0, key
+
+
+def test_gpu_path_raises_the_cpu_paths_corrupt_sample_error(dataset, fake_gpu) -> None:
+    cpu_loader = Loader(dataset, 4, seed=1)
+    gpu_loader = Loader(dataset, 4, seed=1, device="cuda", image_decode="gpu", device_prefetch=3)
+    with pytest.raises(CorruptSampleError) as on_cpu:
+        list(cpu_loader)
+    with pytest.raises(CorruptSampleError) as on_gpu:
+        list(gpu_loader)
+    # raised when the trainer reaches the batch, not while the device path looks ahead: the same position
+    assert gpu_loader.state_dict() == cpu_loader.state_dict()
+    assert gpu_loader.state_dict()["batches_emitted"] > 0
+    assert (on_gpu.value.shard, on_gpu.value.row, on_gpu.value.key) == (
+        on_cpu.value.shard,
+        on_cpu.value.row,
+        on_cpu.value.key,
+    )
+    assert "re-shard this sample" in str(on_gpu.value)
+
+
+def test_bytes_mode_hands_out_the_checksummed_compressed_bytes(dataset) -> None:
+    batch = next(iter(Loader(dataset, 4, seed=1, image_decode="bytes", skip_corrupt=True)))
+    assert "images" not in batch
+    chunks = gpu_decode.payloads(batch)
+    assert len(chunks) == 4 and all(c is None or len(c) > 8 for c in chunks)
+
+
+@pytest.mark.skipif(
+    not (torch.cuda.is_available() and gpu_decode.jpeg_codec() is not None),
+    reason="needs a CUDA device and torchvision with GPU decode (this machine has neither)",
+)
+def test_real_nvjpeg_matches_the_cpu_path_except_pixels(dataset) -> None:
+    cpu = run(Loader(dataset, 4, seed=1, skip_corrupt=True))
+    gpu = run(Loader(dataset, 4, seed=1, skip_corrupt=True, device="cuda"))
+    for (a, sa), (b, sb) in zip(cpu, gpu, strict=True):
+        assert sa == sb and torch.equal(a["valid"], b["valid"].cpu())
+        assert b["images"].is_cuda
+        assert (a["images"].float() - b["images"].cpu().float()).abs().mean() < 12
