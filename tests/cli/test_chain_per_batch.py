@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from dagster import AssetKey, DagsterInstance
 from media_batch import write_media_batch
+from sample_licence import package_licence
 
 from fm_assets.stages.names import CHAIN_NAMES, MEDIA, TEXT
 
@@ -30,8 +31,8 @@ def test_a_media_batch_and_a_text_batch_each_run_their_own_chain(fm_env, real_sa
     media = _fm(
         "land", str(write_media_batch(tmp_path / "media")), "--source", "media", "--license", "CC-BY-4.0"
     )
-    text = _fm("land", str(Path(real_sample["dest"]) / sorted(real_sample["packages"])[0]), "--source", "docs",
-               "--license", "MIT")  # fmt: skip
+    docs = Path(real_sample["dest"]) / sorted(real_sample["packages"])[0]
+    text = _fm("land", str(docs), "--source", "docs", "--license", package_licence(docs))
     assert media.returncode == 0 and text.returncode == 0, media.stderr + text.stderr
     media_batch, text_batch = media.stdout.strip(), text.stdout.strip()
     assert media_batch < text_batch  # the text batch is later: its dedup must not wait for the media batch
