@@ -38,6 +38,7 @@ from fm_loader.options import (
     group_options,
 )
 from fm_loader.prefetch import prefetched
+from fm_loader.receipts import attach as attach_receipts
 from fm_loader.state import validate_state
 from fm_loader.storage import ShardCache
 
@@ -100,6 +101,8 @@ class Loader:
         access: AccessOptions | None = None,
         tokens: TokenOptions | None = None,
         media: MediaOptions | None = None,
+        run_id: str | None = None,
+        receipts: str | None = None,
         **flat_options: Any,
     ) -> None:
         """Read the manifest(s) or mixture, check access and pins and plan the global stream (no shard is read).
@@ -126,6 +129,9 @@ class Loader:
             access: Namespaces and revoked releases (:class:`~fm_loader.options.AccessOptions`).
             tokens: Packed-token pins and batch layout (:class:`~fm_loader.options.TokenOptions`).
             media: Buckets, caption width and audio padding (:class:`~fm_loader.options.MediaOptions`).
+            run_id: The training run, for read receipts (:mod:`fm_loader.receipts`); with ``receipts``.
+            receipts: The storage root (local path or URI) that gets a read receipt per rank and checkpoint
+                (``state_dict()``) and on ``close()``; default: ``FM_LOADER_RUN_ID`` / ``FM_LOADER_RECEIPTS``.
             **flat_options: The same options as flat keywords (``cache_dir=``, ``allow_revoked=``,
                 ``extra_columns=``, ``buckets=`` ...), as earlier releases took them.
 
@@ -173,6 +179,7 @@ class Loader:
         self.epoch = 0
         self._position = dict.fromkeys(self._builder.state.position, 0)
         self._metrics = LoaderMetrics()
+        self._receipts = attach_receipts(self, run_id, receipts)
 
     def _resolve(self, source: Any) -> tuple[str, Any]:
         """The sample kind of ``source`` and what its builder reads (a mixture, or the media manifests)."""
@@ -243,6 +250,13 @@ class Loader:
             ``{"format", "fingerprint", "seed", "epoch", ...}`` plus the kind's position keys (packed tokens:
             ``rows_consumed``; media: ``global_batch_size``, ``batches_emitted``, ``samples_consumed``).
         """
+        state = self.state_dict_plain()
+        if self._receipts is not None:
+            self._receipts.checkpoint(state)  # queued: written by a background thread
+        return state
+
+    def state_dict_plain(self) -> dict[str, Any]:
+        """:meth:`state_dict` without writing a read receipt."""
         spec = self._builder.state
         return {
             "format": spec.format,
@@ -383,7 +397,11 @@ class Loader:
         return len(self._schedule())
 
     def close(self) -> None:
-        """Close the shards held open (memory maps and files)."""
+        """Close the shards held open (memory maps and files); with read receipts, write the last position's
+        and wait for the queued ones."""
+        receipts, self._receipts = self.__dict__.get("_receipts"), None
+        if receipts is not None:
+            receipts.close()
         self._builder.close()
 
     def __enter__(self) -> Loader:

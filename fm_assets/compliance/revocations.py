@@ -168,6 +168,19 @@ def revocation_blocklists(store: ObjectStore, batch: str | None = None) -> Block
     ).normalised()
 
 
+def revoked_by(
+    lists: Blocklists, source: str, licence: str, content_sha256: str
+) -> tuple[str, dict[str, Any]] | None:
+    """Why one sample is revoked by ``lists`` (reason and details, the blocklist stage's reasons), or None:
+    its (source, licence) matches a revoked pair (``*`` matches any), or its content hash is a revoked hash."""
+    for pair in lists.revoked:
+        if pair[0] in (WILDCARD, source) and pair[1] in (WILDCARD, licence):
+            return "revoked_license", {"source": pair[0], "license": pair[1]}
+    if content_sha256 in lists.doc_hashes:
+        return "blocked_doc_hash", {"sha256": content_sha256}
+    return None
+
+
 def matches_batch(revocation: Revocation, source: str, licence: str) -> bool:
     """Whether a (source, licence) revocation covers a batch of ``source`` under ``licence``."""
     return (
