@@ -150,7 +150,8 @@ class LoaderReceipts:
 
     def datasets(self) -> list[DatasetRead]:
         builder = self.loader._builder
-        sources = builder.mixture.sources if hasattr(builder, "mixture") else getattr(builder, "sources", [])
+        mixture = getattr(builder, "mixture", None)
+        sources = mixture.sources if mixture is not None else getattr(builder, "sources", [])
         found = []
         for src in sources:
             manifest = getattr(src, "manifest", None)

@@ -160,6 +160,12 @@ def run(
         "revoked",
         highlight=False,
     )
+    for t in report["training_runs"]:
+        out.print(
+            f"training run {t['run_id']} read {t['dataset']} {t['version']} up to step {t['last_step']} "
+            f"(world size {t['world_size']}, seed {t['seed']})",
+            highlight=False,
+        )
     out.print(f"report: {store.uri(md_rel)}", highlight=False)
     if not report["affected"]["documents"]:
         why = (
