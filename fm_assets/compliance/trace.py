@@ -74,9 +74,9 @@ def locate(
     local = global_batch_size // max(world_size, 1)
     if not 0 <= row < local:
         raise TraceError(f"--row {row} is outside a rank's batch of {local} rows")
-    manifest = read_manifest(manifest_uri, storage_options)
+    manifest = read_manifest(manifest_uri, storage_options)  # parsed once: the loader takes the object
     loader = Loader(
-        manifest_uri,
+        manifest,
         global_batch_size=global_batch_size,
         world_size=world_size,
         rank=rank,

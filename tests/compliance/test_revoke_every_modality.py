@@ -136,6 +136,17 @@ def world(real_sample, tokenizer_file, tmp_path_factory) -> Iterator[dict[str, A
         world["trace"] = json.loads(ok("trace", "--run", TEXT_RUN, "--step", str(step), "--rank", str(rank),
                                        "--row", str(row), "--json"))  # fmt: skip
         world["audit"] = json.loads(ok("audit", "--json"))
+        images_v1 = _manifest(root, IMAGES, world["images_v1"])
+        world["image_trace"] = [
+            trace.provenance(store, doc_id)
+            for rank in range(WORLD)
+            for doc_id in trace.documents_in_row(
+                store,
+                trace.locate(
+                    images_v1, step=0, rank=rank, row=0, global_batch_size=2, world_size=WORLD, seed=7
+                ),
+            )[1]
+        ]
         yield world
 
 
@@ -178,6 +189,10 @@ def test_both_older_versions_are_marked_and_refused_by_their_loaders(world):
         Loader(_manifest(root, name, version), global_batch_size=2, allow_revoked=True).close()
     held = {(v["dataset"], v["version"]): v for v in world["report"]["dataset_versions"]}
     assert held[(IMAGES, world["images_v1"])]["shards"]  # the image shards that held them are named
+    assert any(v["uri"].endswith("images.lance") for v in world["report"]["lance_versions"])
+    assert {"shard", "media_shard", "dataset_release", "media_dataset_release"} <= {
+        r["asset"] for r in world["report"]["runs"]
+    }
 
 
 def test_the_report_names_the_training_runs_and_how_far_each_got(world):
@@ -207,3 +222,19 @@ def test_trace_of_a_row_read_before_the_revocation_names_the_revoked_source_and_
     assert stages["blocklist"] == {"stage": "blocklist", "outcome": "rejected", "reason": "revoked_license"}
     assert {"dataset": TEXT, "version": world["text_v1"], "revoked": True} in first["dataset_versions"]
     assert world["trace"]["seconds"] < 5
+
+
+def test_trace_of_an_image_sample_read_by_the_trainer_names_its_file_and_what_media_filter_did(world):
+    assert len(world["image_trace"]) == WORLD
+    for sample in world["image_trace"]:
+        assert sample["chain"] == "media" and sample["origin"].startswith("images/")
+        assert (world["root"] / sample["landed_file"]).is_file()
+        stages = {s["stage"]: s for s in sample["stages"]}
+        if (sample["source"], sample["license"]) == REVOKED:
+            assert stages["media_filter"]["reason"] == "revoked_license"
+            assert {"dataset": IMAGES, "version": world["images_v1"], "revoked": True} in sample[
+                "dataset_versions"
+            ]
+        else:
+            assert stages["media_filter"]["outcome"] == "kept"
+            assert any(v["version"] == world["images_v2"] for v in sample["dataset_versions"])
