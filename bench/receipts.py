@@ -10,7 +10,7 @@ time within a round, and the median over rounds is reported (a burst of load on 
 sides of a round). ``--step-ms`` sleeps per batch to stand in for the training step. The receipts land in a
 temporary local root; ``receipts_written`` counts them.
 
-``trace_locate``: ``fm trace``'s step -> shard row math (``fm_assets.compliance.trace.locate``, a Loader over the
+``trace_locate``: ``fm trace``'s step -> shard row math (``fm_assets.reports.trace.locate``, a Loader over the
 manifest and one ``GlobalStream.rows`` call) on a plan-only manifest of ``--trace-shards`` shards of 4096 rows
 (``bench/loader.py``'s ``synthetic_manifest``: no shard file exists, none is read) at a step near the end of
 the first epoch and at one in epoch 3; median of ``--repeats`` seconds each. The rest of a trace (reading the
@@ -58,7 +58,7 @@ def epoch(manifest: str, batch: int, step_s: float, every: int, **receipts: Any)
 
 def trace_locate(folder: str, shards: int, batch: int, repeats: int) -> dict[str, Any]:
     """Median seconds of ``trace.locate`` at a deep step of a large plan-only manifest."""
-    from fm_assets.compliance.trace import locate
+    from fm_assets.reports.trace import locate
 
     manifest = synthetic_manifest(folder, shards)
     per_epoch = -(-shards * 4096 // batch)
@@ -98,7 +98,14 @@ def main() -> None:
         steps = 0
         for r in range(args.repeats):
             a, steps = epoch(manifest, args.batch, args.step_ms / 1000, args.checkpoint_every)
-            b, _ = epoch(manifest, args.batch, args.step_ms / 1000, args.checkpoint_every, run_id=f"bench-{r}", receipts=str(root))
+            b, _ = epoch(
+                manifest,
+                args.batch,
+                args.step_ms / 1000,
+                args.checkpoint_every,
+                run_id=f"bench-{r}",
+                receipts=str(root),
+            )
             plain.append(a)
             with_receipts.append(b)
             ratios.append(b / a)

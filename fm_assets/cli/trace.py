@@ -16,8 +16,8 @@ from typing import Any
 
 from rich.console import Console
 
-from fm_assets.compliance import trace
 from fm_assets.engine.store import ObjectStore
+from fm_assets.reports import trace
 from fm_loader.receipts import read_receipts
 
 

@@ -31,6 +31,7 @@ from fm_assets.compliance.namespaces import (
     curated_table_name,
     lance_uri,
     media_dataset_name,
+    media_lance_uris,
     release_name,
 )
 from fm_assets.compliance.promotions import RELEASE_NAMESPACES
@@ -244,8 +245,6 @@ def locate_in_iceberg(catalog: Catalog, affected: AffectedDocuments) -> list[dic
 
 def lance_datasets(cloud_uri: str) -> list[str]:
     """Every namespace's Lance datasets: documents, then the image and audio views beside it."""
-    from fm_assets.datasets.media_views import media_lance_uris
-
     uris = []
     for namespace in RELEASE_NAMESPACES:
         uris.append(lance_uri(cloud_uri, namespace))

@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 from media_fixtures import jpeg_image, png_image
 
-from fm_assets.compliance import blast_radius, trace
+from fm_assets.compliance import blast_radius
 from fm_assets.compliance.revocations import list_revocations
 from fm_assets.engine.store import ObjectStore
+from fm_assets.reports import trace
 from fm_loader import Loader, RevokedDatasetError
 
 pytestmark = [pytest.mark.slow]
