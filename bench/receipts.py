@@ -80,7 +80,7 @@ def trace_locate(folder: str, shards: int, batch: int, repeats: int) -> dict[str
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rows", type=int, default=8192)
     parser.add_argument("--seq-len", type=int, default=2048)
     parser.add_argument("--shards", type=int, default=16)

@@ -18,7 +18,6 @@ from itertools import islice
 from typing import Any
 
 import numpy as np
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from fm_assets.compliance import blast_radius
@@ -143,8 +142,9 @@ def documents_in_row(store: ObjectStore, located: ShardRow) -> tuple[str, list[s
     ids: list[str] = []
     for part in read_success_at(store, prefix).parts:
         with store.open(part) as handle:
-            table = pq.read_table(handle, columns=["shard", position, column])
-        hit = table.filter(pc.and_(pc.equal(table["shard"], name), pc.equal(table[position], located.row)))
+            hit = pq.read_table(
+                handle, columns=[column], filters=[("shard", "=", name), (position, "=", located.row)]
+            )
         for value in hit[column].to_pylist():
             ids.extend([value] if isinstance(value, str) else value or [])
     if not ids:
