@@ -64,7 +64,7 @@ def run(args: argparse.Namespace, store: ObjectStore, console: Console, out: Con
             _from_run(store, args)
         result: dict[str, Any] = {}
         if args.doc_id:
-            ids, where = [args.doc_id], {}
+            ids, batch, where = [args.doc_id], None, {}
         else:
             if not args.manifest:
                 raise trace.TraceError(
@@ -95,14 +95,14 @@ def run(args: argparse.Namespace, store: ObjectStore, console: Console, out: Con
                     seed=args.seed,
                     storage_options=options,
                 )
-            shard, ids = trace.documents_in_row(store, located)
+            shard, batch, ids = trace.documents_in_row(store, located)
             where = {
                 "shard": shard,
                 "row_in_shard": located.row,
                 "epoch": located.epoch,
                 "position": located.position,
             }
-        result = {**where, "documents": [trace.provenance(store, doc_id) for doc_id in ids]}
+        result = {**where, "documents": [trace.provenance(store, doc_id, batch) for doc_id in ids]}
     except trace.TraceError as exc:
         console.print(f"[red]fm trace: {exc}[/red]", highlight=False)
         return 2

@@ -133,14 +133,16 @@ def _store_rel(store: ObjectStore, uri: str) -> str:
     return layout.normalize_path(path[len(root) :])
 
 
-def documents_in_row(store: ObjectStore, located: ShardRow) -> tuple[str, list[str]]:
-    """(shard path relative to the root, the doc ids in that row, in row order)."""
+def documents_in_row(store: ObjectStore, located: ShardRow) -> tuple[str, str, list[str]]:
+    """(shard path relative to the root, the batch whose shard stage wrote it, the doc ids in that row in row
+    order)."""
     manifest = located.manifest
     shard_rel = _store_rel(store, manifest.shard_uri(manifest.shards[located.shard]))
     prefix, name = posixpath.split(shard_rel)
     position, column = ROW_TABLE[located.chain]
     ids: list[str] = []
-    for part in read_success_at(store, prefix).parts:
+    success = read_success_at(store, prefix)
+    for part in success.parts:
         with store.open(part) as handle:
             hit = pq.read_table(
                 handle, columns=[column], filters=[("shard", "=", name), (position, "=", located.row)]
@@ -149,7 +151,7 @@ def documents_in_row(store: ObjectStore, located: ShardRow) -> tuple[str, list[s
             ids.extend([value] if isinstance(value, str) else value or [])
     if not ids:
         raise TraceError(f"row {located.row} of {shard_rel} is not in its shard stage's row table")
-    return shard_rel, ids
+    return shard_rel, success.batch, ids
 
 
 def _rows_with(store: ObjectStore, parts: list[str], doc_id: str) -> list[dict[str, Any]]:
@@ -182,12 +184,15 @@ def stage_outcomes(store: ObjectStore, chain: str, batch: str, doc_id: str) -> l
     return outcomes
 
 
-def provenance(store: ObjectStore, doc_id: str, chain: str | None = None) -> dict[str, Any]:
+def provenance(
+    store: ObjectStore, doc_id: str, batch: str | None = None, chain: str | None = None
+) -> dict[str, Any]:
     """Where ``doc_id`` (a document or media sample id; a packed piece ``<id>@<offset>`` is its document)
-    came from: its landed record, the stages' outcomes and the dataset versions holding it."""
+    came from: its landed record, the stages' outcomes and the dataset versions holding it. ``batch`` (known
+    from the shard that held it) saves the search over every landed batch."""
     base = blast_radius.base_doc_id(doc_id)
     record, found_chain = None, None
-    for batch in _batches_with_file(store, base.split(":", 1)[0]):
+    for batch in [batch] if batch else _candidate_batches(store, base):
         for candidate in [chain] if chain else [TEXT, MEDIA]:
             if read_ref(store, LAND[candidate], batch) is None:
                 continue
@@ -225,13 +230,17 @@ def provenance(store: ObjectStore, doc_id: str, chain: str | None = None) -> dic
     }
 
 
-def _batches_with_file(store: ObjectStore, sha256_prefix: str) -> list[str]:
-    """The landed batches holding a file whose sha256 starts with ``sha256_prefix`` (a doc id starts with the
-    first 16 hex digits of its landed file's hash), so only their land outputs are read."""
+def _candidate_batches(store: ObjectStore, doc_id: str) -> list[str]:
+    """The landed batches to look for ``doc_id`` in: first those holding a file whose sha256 starts with the
+    id's prefix (a text doc id starts with its landed file's hash), then every other one (a media sample id
+    hashes its file and path)."""
     from fm_assets.engine.landing import list_complete_batches
 
-    return [
-        batch
-        for batch in list_complete_batches(store)
-        if any(f.get("sha256", "").startswith(sha256_prefix) for f in read_batch_manifest(store, batch).files)
+    prefix = doc_id.split(":", 1)[0]
+    batches = list_complete_batches(store)
+    first = [
+        b
+        for b in batches
+        if any(f.get("sha256", "").startswith(prefix) for f in read_batch_manifest(store, b).files)
     ]
+    return first + [b for b in batches if b not in first]

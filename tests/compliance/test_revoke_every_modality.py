@@ -22,6 +22,7 @@ from fm_assets.compliance.revocations import list_revocations
 from fm_assets.engine.store import ObjectStore
 from fm_assets.reports import trace
 from fm_loader import Loader, RevokedDatasetError
+from fm_loader.media.loader import MediaLoader
 
 pytestmark = [pytest.mark.slow]
 FM = [sys.executable, "-m", "fm_assets.cli.main"]
@@ -188,6 +189,8 @@ def test_both_older_versions_are_marked_and_refused_by_their_loaders(world):
         with pytest.raises(RevokedDatasetError, match="allow_revoked=True"):
             Loader(_manifest(root, name, version), global_batch_size=2)
         Loader(_manifest(root, name, version), global_batch_size=2, allow_revoked=True).close()
+    with pytest.raises(RevokedDatasetError):  # the deprecated media alias shares the refusal
+        MediaLoader(_manifest(root, IMAGES, world["images_v1"]), 2)
     held = {(v["dataset"], v["version"]): v for v in world["report"]["dataset_versions"]}
     assert held[(IMAGES, world["images_v1"])]["shards"]  # the image shards that held them are named
     assert any(v["uri"].endswith("images.lance") for v in world["report"]["lance_versions"])
