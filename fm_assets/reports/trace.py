@@ -192,11 +192,11 @@ def provenance(
     from the shard that held it) saves the search over every landed batch."""
     base = blast_radius.base_doc_id(doc_id)
     record, found_chain = None, None
-    for batch in [batch] if batch else _candidate_batches(store, base):
+    for candidate_batch in [batch] if batch else _candidate_batches(store, base):
         for candidate in [chain] if chain else [TEXT, MEDIA]:
-            if read_ref(store, LAND[candidate], batch) is None:
+            if read_ref(store, LAND[candidate], candidate_batch) is None:
                 continue
-            rows = _rows_with(store, list(read_success(store, LAND[candidate], batch).parts), base)
+            rows = _rows_with(store, list(read_success(store, LAND[candidate], candidate_batch).parts), base)
             if rows:
                 record, found_chain = rows[0], candidate
                 break

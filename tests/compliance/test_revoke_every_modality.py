@@ -87,8 +87,8 @@ def _row_of_revoked_source(store: ObjectStore, manifest: str) -> tuple[int, int,
             for row in range(TEXT_BATCH // WORLD):
                 located = trace.locate(manifest, step=step, rank=rank, row=row, global_batch_size=TEXT_BATCH,
                                        world_size=WORLD, seed=7)  # fmt: skip
-                _, ids = trace.documents_in_row(store, located)
-                if trace.provenance(store, ids[0])["source"] == REVOKED[0]:
+                _, batch, ids = trace.documents_in_row(store, located)
+                if trace.provenance(store, ids[0], batch)["source"] == REVOKED[0]:
                     return step, rank, row
     raise AssertionError("the trainer read no row of the revoked source")
 
@@ -139,16 +139,15 @@ def world(real_sample, tokenizer_file, tmp_path_factory) -> Iterator[dict[str, A
                                        "--row", str(row), "--json"))  # fmt: skip
         world["audit"] = json.loads(ok("audit", "--json"))
         images_v1 = _manifest(root, IMAGES, world["images_v1"])
-        world["image_trace"] = [
-            trace.provenance(store, doc_id)
-            for rank in range(WORLD)
-            for doc_id in trace.documents_in_row(
-                store,
-                trace.locate(
-                    images_v1, step=0, rank=rank, row=0, global_batch_size=2, world_size=WORLD, seed=7
-                ),
-            )[1]
-        ]
+        world["image_trace"] = []
+        for rank in range(WORLD):
+            located = trace.locate(
+                images_v1, step=0, rank=rank, row=0, global_batch_size=2, world_size=WORLD, seed=7
+            )
+            _, _, ids = trace.documents_in_row(store, located)
+            world["image_trace"] += [
+                trace.provenance(store, doc_id) for doc_id in ids
+            ]  # found without the batch
         yield world
 
 
