@@ -32,6 +32,7 @@ from fm_loader.manifest import DatasetManifest
 from fm_loader.manifest_base import Manifest
 
 LAND = {TEXT: "land", MEDIA: "media_land"}
+ROW_STAGES = ("pack", "shard", "media_shard")  # their outputs are rows (packed documents), not documents
 ROW_TABLE = {TEXT: ("row_in_shard", "doc_ids"), MEDIA: ("sample_in_shard", "doc_id")}  # position, ids
 
 
@@ -174,10 +175,13 @@ def stage_outcomes(store: ObjectStore, chain: str, batch: str, doc_id: str) -> l
             outcomes.append({"stage": stage, "outcome": "not run"})
             continue
         success = read_success(store, stage, batch)
-        if _rows_with(store, list(success.rejects), doc_id):
-            reason = _rows_with(store, list(success.rejects), doc_id)[0].get("reason")
-            outcomes.append({"stage": stage, "outcome": "rejected", "reason": reason})
-        elif stage in ("pack", "shard", "media_shard") or _rows_with(store, list(success.parts), doc_id):
+        rejected = _rows_with(store, list(success.rejects), doc_id)
+        if rejected:
+            outcomes.append({"stage": stage, "outcome": "rejected", "reason": rejected[0].get("reason")})
+        elif stage in ROW_STAGES:  # rows, not documents: they hold it when no stage before dropped it
+            dropped = any(o["outcome"] in ("rejected", "absent") for o in outcomes)
+            outcomes.append({"stage": stage, "outcome": "absent" if dropped else "kept"})
+        elif _rows_with(store, list(success.parts), doc_id):
             outcomes.append({"stage": stage, "outcome": "kept"})
         else:
             outcomes.append({"stage": stage, "outcome": "absent"})
