@@ -166,6 +166,7 @@ class Loader:
             epochs=epochs,
             prefetch=prefetch,
             **{name: getattr(self.options, name) for name in ("read", "access", "tokens", "media")},
+            receipts="",  # DataLoader workers build batches; only this loader writes receipts
         )
         self.global_batch_size, self.rank, self.world_size = global_batch_size, rank, world_size
         self.local_batch_size = global_batch_size // world_size

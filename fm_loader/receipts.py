@@ -5,10 +5,12 @@ Opt-in: ``Loader(..., run_id="llama-7b-042", receipts="s3://bucket/root")`` (or 
 ``Loader.state_dict()`` (a checkpoint) and ``Loader.close()`` then writes one small JSON record per rank under
 the storage root::
 
-    <root>/receipts/<run_id>/rank-<rank:05d>/e<epoch:04d>-<position:012d>.json
+    <root>/receipts/<run_id>/rank-<rank:05d>/<plan fingerprint>-e<epoch:04d>-<position:012d>.json
 
-named by the loader position, so a resumed run rewrites the same record for the same position instead of
-adding another. Each file is written whole (a temporary name then a rename locally; one PUT on an object
+named by the loader's plan and position, so a resumed run rewrites the same record for the same position
+instead of adding another, and the loaders of one run (a text and an image loader, validation loaders) keep
+theirs apart. ``run_id=""`` or ``receipts=""`` turns receipts off whatever the environment says (the
+loader's own ``DataLoader`` workers are built so). Each file is written whole (a temporary name then a rename locally; one PUT on an object
 store), by a background thread, so the training step never waits for storage; a failed write is logged,
 never raised into the trainer. The platform reads them back (``fm revoke`` names the runs that read a revoked
 version, ``fm audit`` lists the runs per version) with :func:`read_receipts`.
@@ -40,9 +42,9 @@ ENV_RUN_ID = "FM_LOADER_RUN_ID"
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
-def receipt_name(rank: int, epoch: int, position: int) -> str:
-    """The record of one rank at one loader position, relative to the run's folder."""
-    return f"rank-{rank:05d}/e{epoch:04d}-{position:012d}.json"
+def receipt_name(rank: int, plan: str, epoch: int, position: int) -> str:
+    """The record of one rank's loader (its plan fingerprint) at one position, relative to the run's folder."""
+    return f"rank-{rank:05d}/{plan}-e{epoch:04d}-{position:012d}.json"
 
 
 def settings_from(run_id: str | None, root: str | None) -> tuple[str, str] | None:
@@ -51,6 +53,8 @@ def settings_from(run_id: str | None, root: str | None) -> tuple[str, str] | Non
     Raises:
         ValueError: Only one of the two is given, or the run id is not a plain name (it becomes a folder).
     """
+    if run_id == "" or root == "":
+        return None  # turned off explicitly
     run_id = run_id if run_id is not None else os.environ.get(ENV_RUN_ID) or None
     root = root if root is not None else os.environ.get(ENV_ROOT) or None
     if run_id is None and root is None:
@@ -92,7 +96,7 @@ class Receipts:
     def record(self, context: dict[str, Any], datasets: list[DatasetRead], state: dict[str, Any]) -> None:
         """Queue the record of ``state`` (a copy is taken now); returns at once."""
         progress = int(state.get("rows_consumed", state.get("samples_consumed", 0)))
-        name = receipt_name(int(context["rank"]), int(state["epoch"]), progress)
+        name = receipt_name(int(context["rank"]), str(state["fingerprint"]), int(state["epoch"]), progress)
         if name == self._last:
             return  # the same position again: already written
         self._last = name

@@ -32,8 +32,9 @@ def test_each_checkpoint_of_each_rank_leaves_a_record_of_what_was_read(tmp_path)
             state = loader.state_dict()
     files = _receipt_files(root)
     # two checkpoints per rank: after batch 1 (row 4) and batch 3 (row 12); close() repeats the last position
+    plan = state["fingerprint"]
     assert [f.relative_to(root / "receipts" / "run-1").as_posix() for f in files] == [
-        f"rank-{r:05d}/e0000-{p:012d}.json" for r in range(2) for p in (4, 12)
+        f"rank-{r:05d}/{plan}-e0000-{p:012d}.json" for r in range(2) for p in (4, 12)
     ]
     last = json.loads(files[-1].read_text())
     assert last["run_id"] == "run-1" and last["rank"] == 1 and last["world_size"] == 2 and last["seed"] == 5
@@ -59,6 +60,22 @@ def test_without_opting_in_nothing_is_written_and_the_environment_opts_in(tmp_pa
     with Loader(manifest, global_batch_size=2) as loader:
         next(iter(loader))
     assert [r["run_id"] for r in read_receipts(str(root))] == ["from-env"]
+
+
+def test_two_loaders_of_one_run_keep_their_receipts_apart_and_workers_write_none(tmp_path):
+    root = tmp_path / "root"
+    first = make_dataset(str(tmp_path / "a"), [8], name="a")
+    second = make_dataset(str(tmp_path / "b"), [8], name="b", seed=1)
+    for manifest, workers in ((first, 0), (second, 2)):
+        with Loader(
+            manifest, global_batch_size=2, num_workers=workers, run_id="run", receipts=str(root)
+        ) as loader:
+            for _ in zip(range(2), loader, strict=False):
+                pass
+            loader.state_dict()
+    records = read_receipts(str(root))
+    assert sorted(r["datasets"][0]["name"] for r in records) == ["a", "b"]  # none from the workers, none lost
+    assert all(r["state"]["rows_consumed"] == 4 for r in records)
 
 
 def test_half_a_setting_or_a_path_like_run_id_is_refused(tmp_path):
