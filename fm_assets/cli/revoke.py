@@ -45,7 +45,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "--doc-hash",
         action="append",
         default=[],
-        help="sha256 of a document's text (repeatable)",
+        help="sha256 of a document's text, or of a media sample's raw bytes (repeatable)",
     )
     p.add_argument(
         "--reason",
@@ -198,7 +198,10 @@ def _matches_nothing(store: ObjectStore, revocation: Revocation) -> str:
         more = f" and {len(pairs) - 12} more" if len(pairs) > 12 else ""
         landed = f"; landed sources (licence): {shown}{more}"
     else:
-        landed = " (hashes are the sha256 of a document's text after dedup; run `fm run` first if it is new)"
+        landed = (
+            " (hashes are the sha256 of a document's text after dedup, or of a media sample's raw bytes; run `fm run`"
+            " first if it is new)"
+        )
     return (
         f"{revocation.describe()} matches no landed document{landed}. Nothing recorded: check the spelling, or "
         "pass --allow-empty to record it for batches landed later"

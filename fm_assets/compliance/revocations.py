@@ -1,9 +1,11 @@
 """Revocations: a recorded request to remove documents from every future release, with its reason.
 
 A revocation names a (source, licence) pair (``*`` for any) or document hashes (sha256 of the UTF-8 text, as
-the blocklist stage computes them). It is written once to ``compliance/revocations/<id>.json`` and every
-recorded revocation feeds the blocklist stage's lists (``side_inputs.blocklists.with_revocations``), so the
-list fingerprint, and with it the stage key of blocklist and everything after it, changes.
+the blocklist stage computes them; for a media sample, of its raw media bytes, as ``media_filter`` compares
+them). It is written once to ``compliance/revocations/<id>.json`` and every
+recorded revocation feeds the blocklist stage's lists (``side_inputs.blocklists.with_revocations``) and
+``media_filter``'s side input, so the list fingerprint, and with it the stage key of blocklist (media_filter)
+and everything after it, changes.
 """
 
 from __future__ import annotations
