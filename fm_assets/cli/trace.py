@@ -122,7 +122,9 @@ def run(args: argparse.Namespace, store: ObjectStore, console: Console, out: Con
         )
     for doc in result["documents"]:
         out.print(
-            f"{doc['doc_id']}: {doc['landed_file']} record {doc['record_index']} (cas {doc['cas_hash'][:16]}) "
+            f"{doc['doc_id']}: {doc['landed_file']} "
+            + (f"line {doc['line']}" if doc["line"] else f"record {doc['record_index']}")
+            + f" (cas {doc['cas_hash'][:16]}) "
             f"batch {doc['batch']} source {doc['source']} licence {doc['license']} namespace {doc['namespace']}",
             highlight=False,
         )

@@ -209,8 +209,9 @@ def provenance(
     if record is None or found_chain is None:
         raise TraceError(f"doc id {base} is in no landed batch's land output")
     manifest = read_batch_manifest(store, record["batch"])
-    landed = [f["path"] for f in manifest.files if f.get("sha256") == record["cas_hash"]]
-    origin = record.get("origin") or (landed[0] if landed else "")
+    paths = [f["path"] for f in manifest.files if f.get("sha256") == record["cas_hash"]]
+    origin = record.get("origin") or (paths[0] if paths else "")
+    landed = layout.landed_file(record["batch"], origin.split("#", 1)[0]) if origin else None
     releases = blast_radius.locate_in_releases(
         store, blast_radius.AffectedDocuments({base}, [record["batch"]])
     )
@@ -223,15 +224,28 @@ def provenance(
         "license": record["license"],
         "namespace": record["namespace"],
         "cas_hash": record["cas_hash"],
-        "landed_file": layout.landed_file(record["batch"], origin.split("#", 1)[0]) if origin else None,
+        "landed_file": landed,
         "origin": origin,
         "record_index": record["record_index"],
+        "line": record["record_index"] + 1
+        if found_chain == TEXT and landed and _is_jsonl(store, landed)
+        else None,
         "stages": stage_outcomes(store, found_chain, record["batch"], base),
         "dataset_versions": [
             {"dataset": r["dataset"], "version": r["version"], "revoked": bool(r["already_revoked"])}
             for r in releases
         ],
     }
+
+
+def _is_jsonl(store: ObjectStore, landed_file: str) -> bool:
+    """Whether the landed file is read as JSON lines (plain or compressed; by name and magic number, as the
+    land stage detects it): its record index is then the 0-based line number."""
+    from fm_assets.transforms.readers.detect import HEAD_BYTES, JSONL, JSONL_GZ, JSONL_ZST, detect_format
+
+    with store.open(landed_file) as handle:
+        head = handle.read(HEAD_BYTES)
+    return detect_format(landed_file, head) in (JSONL, JSONL_GZ, JSONL_ZST)
 
 
 def _candidate_batches(store: ObjectStore, doc_id: str) -> list[str]:

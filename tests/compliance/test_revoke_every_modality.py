@@ -219,7 +219,8 @@ def test_trace_of_a_row_read_before_the_revocation_names_the_revoked_source_and_
     assert documents and all((d["source"], d["license"]) == REVOKED for d in documents)
     first = documents[0]
     assert first["landed_file"].startswith(f"landing/{first['batch']}/files/")
-    assert (world["root"] / first["landed_file"]).is_file()
+    landed = (world["root"] / first["landed_file"]).read_text().splitlines()
+    assert first["line"] == first["record_index"] + 1 and landed[first["line"] - 1].strip()  # the raw record
     stages = {s["stage"]: s for s in first["stages"]}
     assert stages["land"]["outcome"] == "kept"
     assert stages["blocklist"] == {"stage": "blocklist", "outcome": "rejected", "reason": "revoked_license"}
