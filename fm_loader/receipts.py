@@ -86,7 +86,7 @@ class Receipts:
         self.run_id, self.root = run_id, root.rstrip("/")
         self.storage_options = storage_options
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fm-receipts")
-        self._pending: list[Future[None]] = []
+        self._pending: list[Future[Any]] = []
         self._sha256: dict[str, str] = {}
         self._last: str | None = None
 
@@ -133,6 +133,12 @@ class Receipts:
                 self._sha256[location] = ""
         return self._sha256.get(location, "")
 
+    def prime(self, locations: list[str]) -> None:
+        """Hash the manifests now, in the background (before any record): a receipt names the manifest as the
+        loader read it, even if the release is marked revoked (its manifest rewritten) later in the run."""
+        for location in locations:
+            self._pending.append(self._pool.submit(self._manifest_sha256, location))
+
     def flush(self) -> None:
         """Wait for the queued records."""
         for future in self._pending:
@@ -151,6 +157,7 @@ class LoaderReceipts:
         self.loader = loader
         self.writer = Receipts(run_id, root, loader.options.read.storage_options)
         self._epoch_steps: dict[int, int] = {}
+        self.writer.prime([d.location for d in self.datasets()])
 
     def datasets(self) -> list[DatasetRead]:
         builder = self.loader._builder
