@@ -20,7 +20,6 @@ the position only when the trainer receives a batch.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Generator, Iterator
 from dataclasses import replace
@@ -28,15 +27,12 @@ from typing import Any
 
 import torch
 
-from fm_loader.access import check_release, validate_namespaces
+from fm_loader.access import validate_namespaces
 from fm_loader.builders.base import BatchBuilder, Built, Step
 from fm_loader.builders.tokens import PinningError, check_pins
 from fm_loader.device import CudaTransfer, DeviceFeeder, Transfer, resolve_device
-from fm_loader.handover import ShmReceiver, shm_handover_ring
-from fm_loader.kinds import KINDS, PACKED_TOKENS, read_manifest
-from fm_loader.manifest import DatasetManifest
-from fm_loader.media.manifest import MediaManifest
-from fm_loader.metrics import LoaderMetrics, cache_delta
+from fm_loader.kinds import KINDS, PACKED_TOKENS
+from fm_loader.metrics import LoaderMetrics
 from fm_loader.options import (
     AccessOptions,
     DeliveryOptions,
@@ -47,28 +43,13 @@ from fm_loader.options import (
     group_options,
 )
 from fm_loader.prefetch import prefetched
+from fm_loader.receipts import attach as attach_receipts
+from fm_loader.resolve import resolve_source
 from fm_loader.state import validate_state
 from fm_loader.storage import ShardCache
+from fm_loader.workers import worker_items
 
 __all__ = ["Loader", "PinningError", "check_pins"]
-
-
-def _is_mixture(source: Any) -> bool:
-    return isinstance(source, dict) or (
-        isinstance(source, (str, os.PathLike)) and str(source).endswith((".yaml", ".yml"))
-    )
-
-
-def _media_manifests(items: list[Any], storage_options: dict[str, Any] | None) -> list[MediaManifest]:
-    out = []
-    for item in items:
-        manifest = item if isinstance(item, MediaManifest) else read_manifest(item, storage_options)
-        if not isinstance(manifest, MediaManifest):
-            raise ValueError(
-                f"{item}: a list of sources holds media manifests of one kind, got a {manifest.kind} one"
-            )
-        out.append(manifest)
-    return out
 
 
 class Loader:
@@ -110,6 +91,8 @@ class Loader:
         tokens: TokenOptions | None = None,
         media: MediaOptions | None = None,
         delivery: DeliveryOptions | None = None,
+        run_id: str | None = None,
+        receipts: str | None = None,
         **flat_options: Any,
     ) -> None:
         """Read the manifest(s) or mixture, check access and pins and plan the global stream (no shard is read).
@@ -138,6 +121,9 @@ class Loader:
             media: Buckets, caption width and audio padding (:class:`~fm_loader.options.MediaOptions`).
             delivery: Device batches, GPU image decode and the workers' hand-over
                 (:class:`~fm_loader.options.DeliveryOptions`; ``device=None``, the default, yields host tensors).
+            run_id: The training run, for read receipts (:mod:`fm_loader.receipts`); with ``receipts``.
+            receipts: The storage root (local path or URI) that gets a read receipt per rank and checkpoint
+                (``state_dict()``) and on ``close()``; default: ``FM_LOADER_RUN_ID`` / ``FM_LOADER_RECEIPTS``.
             **flat_options: The same options as flat keywords (``cache_dir=``, ``allow_revoked=``,
                 ``extra_columns=``, ``buckets=``, ``device=`` ...), as earlier releases took them.
 
@@ -176,6 +162,7 @@ class Loader:
                 name: getattr(self.options, name)
                 for name in ("read", "access", "tokens", "media", "delivery")
             },
+            receipts="",  # DataLoader workers build batches; only this loader writes receipts
         )
         self.global_batch_size, self.rank, self.world_size = global_batch_size, rank, world_size
         self.local_batch_size = global_batch_size // world_size
@@ -190,36 +177,13 @@ class Loader:
         self.epoch = 0
         self._position = dict.fromkeys(self._builder.state.position, 0)
         self._metrics = LoaderMetrics()
+        self._receipts = attach_receipts(self, run_id, receipts)
 
     def _resolve(self, source: Any) -> tuple[str, Any]:
-        """The sample kind of ``source`` and what its builder reads (a mixture, or the media manifests)."""
-        if _is_mixture(source) or isinstance(source, DatasetManifest):
-            return PACKED_TOKENS, source
-        items = list(source) if isinstance(source, (list, tuple)) else [source]
-        if not items:
-            raise ValueError("a Loader needs at least one manifest")
-        for item in items:
-            if not isinstance(item, (str, os.PathLike, MediaManifest)):
-                raise TypeError(
-                    f"unsupported source {item!r}: give a manifest path or URI, a mixture or a manifest"
-                )
-        if len(items) == 1 and not isinstance(items[0], MediaManifest):
-            manifest = read_manifest(items[0], self.options.read.storage_options)
-            if isinstance(manifest, DatasetManifest):
-                return PACKED_TOKENS, manifest
-        manifests = _media_manifests(items, self.options.read.storage_options)
-        access = self.options.access
-        for m in manifests:
-            where = m.location or m.name
-            check_release(
-                m.namespace, m.revoked, where, tuple(access.allowed_namespaces), access.allow_revoked
-            )
-        kinds = {m.kind for m in manifests}
-        if len(kinds) != 1:
-            raise ValueError(
-                f"one {type(self).__name__} reads one modality, got {sorted(kinds)}; mix them with ModalityMixture"
-            )
-        return kinds.pop(), manifests
+        """The sample kind of ``source`` and what its builder reads (:func:`fm_loader.resolve.resolve_source`)."""
+        return resolve_source(
+            source, self.options.read.storage_options, self.options.access, type(self).__name__
+        )
 
     def __getattr__(self, name: str) -> Any:
         """The kind's position keys (``rows_consumed`` ...) and its builder's attributes (``mixture`` ...)."""
@@ -260,6 +224,13 @@ class Loader:
             ``{"format", "fingerprint", "seed", "epoch", ...}`` plus the kind's position keys (packed tokens:
             ``rows_consumed``; media: ``global_batch_size``, ``batches_emitted``, ``samples_consumed``).
         """
+        state = self.state_dict_plain()
+        if self._receipts is not None:
+            self._receipts.checkpoint(state)  # queued: written by a background thread
+        return state
+
+    def state_dict_plain(self) -> dict[str, Any]:
+        """:meth:`state_dict` without writing a read receipt."""
         spec = self._builder.state
         return {
             "format": spec.format,
@@ -390,34 +361,16 @@ class Loader:
         return {**self._config, "delivery": delivery, "num_workers": 0, "prefetch": 0}
 
     def _iter_workers(self) -> Generator[_Item, None, None]:
-        schedule = self._schedule()
-        if not schedule:
-            return
-        context = torch.multiprocessing.get_context()
-        shm = self.options.delivery.handover == "shm"
-        # a worker's batches alive at once: queued (prefetch), in flight to the device, the trainer's two
+        """Batches built in ``num_workers`` DataLoader worker processes (:mod:`fm_loader.workers`)."""
         slots = max(1, self.prefetch) + self.options.delivery.device_prefetch + 3
-        ring = shm_handover_ring(context, self.num_workers, slots) if shm else None
-        data = torch.utils.data.DataLoader(
-            _WorkerBatches(self._worker_config(), [step.work for step in schedule], ring),
-            batch_size=None,
-            num_workers=self.num_workers,
-            prefetch_factor=max(1, self.prefetch),
-            persistent_workers=False,
-            multiprocessing_context=context,
+        return worker_items(
+            self._worker_config(),
+            self._schedule(),
+            self.num_workers,
+            prefetch=self.prefetch,
+            shm=self.options.delivery.handover == "shm",
+            slots=slots,
         )
-        receiver = ShmReceiver(ring) if ring is not None else None
-        it = iter(data)
-        try:
-            for step in schedule:
-                built, info = next(it)
-                if receiver is not None:
-                    built = replace(built, batch=receiver.receive(built.batch))
-                yield step, built, info
-        finally:
-            del it  # shuts the workers down
-            if receiver is not None:
-                receiver.close()
 
     # -- reporting ---------------------------------------------------------------------------------------
     def metrics(self) -> dict[str, float]:
@@ -459,7 +412,11 @@ class Loader:
         return len(self._schedule())
 
     def close(self) -> None:
-        """Close the shards held open (memory maps and files)."""
+        """Close the shards held open (memory maps and files); with read receipts, write the last position's
+        and wait for the queued ones."""
+        receipts, self._receipts = self.__dict__.get("_receipts"), None
+        if receipts is not None:
+            receipts.close()
         self._builder.close()
 
     def __enter__(self) -> Loader:
@@ -470,35 +427,3 @@ class Loader:
 
 
 _Item = tuple[Step, Built, dict[str, Any]]
-
-
-class _WorkerBatches(torch.utils.data.IterableDataset):
-    """Runs inside DataLoader workers: worker ``w`` builds every ``num_workers``-th batch of the schedule."""
-
-    def __init__(self, config: dict[str, Any], schedule: list[Any], ring: Any = None) -> None:
-        self.config, self.schedule, self.ring = config, schedule, ring
-
-    def __iter__(self) -> Iterator[tuple[Built, dict[str, Any]]]:
-        """Yields (the built batch, its build time and the worker cache's counters since the last one)."""
-        info = torch.utils.data.get_worker_info()
-        wid, nw = (info.id, info.num_workers) if info is not None else (0, 1)
-        local = Loader(**self.config)
-        sender = self.ring.sender(wid) if self.ring is not None else None
-        try:
-            before = replace(local.cache.stats)
-            for work in self.schedule[wid::nw]:
-                t0 = time.monotonic()
-                built = local._builder.build(work)
-                if sender is not None:
-                    built = replace(built, batch=sender.send(built.batch))
-                built_at = time.monotonic()
-                now = replace(local.cache.stats)
-                yield (
-                    built,
-                    {"built_at": built_at, "build_s": built_at - t0, "cache": cache_delta(now, before)},
-                )
-                before = now
-        finally:
-            if sender is not None:
-                sender.close()
-            local.close()

@@ -357,6 +357,11 @@ def _print_compliance(compliance: dict) -> None:
             None: "incomplete: `fm run` or the same `fm revoke` finishes it",
         }[revocation["verified"]]
         out.print(f"revocation {revocation['id']}: {revocation['reason']} ({verified})", highlight=False)
+    for run in compliance.get("training_runs", []):
+        out.print(
+            f"training run {run['run_id']} read {run['dataset']} {run['version']} up to step {run['last_step']}",
+            highlight=False,
+        )
 
 
 def cmd_quarantine(args: argparse.Namespace, settings: Settings) -> int:
@@ -369,6 +374,12 @@ def cmd_revoke(args: argparse.Namespace, settings: Settings) -> int:
     from fm_assets.cli import revoke
 
     return revoke.run(args, settings, _store(settings), console, out)
+
+
+def cmd_trace(args: argparse.Namespace, settings: Settings) -> int:
+    from fm_assets.cli import trace
+
+    return trace.run(args, _store(settings), console, out)
 
 
 def _write_markdown_audit(audit: dict, output: str | None) -> int:
@@ -521,6 +532,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     quarantine.add_parser(sub).set_defaults(func=cmd_quarantine)
     revoke.add_parser(sub).set_defaults(func=cmd_revoke)
+
+    from fm_assets.cli import trace
+
+    trace.add_parser(sub).set_defaults(func=cmd_trace)
 
     from fm_assets.cli import card
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 from typing import Any
 
 from rich.console import Console
@@ -44,7 +45,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "--doc-hash",
         action="append",
         default=[],
-        help="sha256 of a document's text (repeatable)",
+        help="sha256 of a document's text, or of a media sample's raw bytes (repeatable)",
     )
     p.add_argument(
         "--reason",
@@ -64,13 +65,18 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     return p
 
 
+SHARD_ASSETS = ("shard", "media_shard")
+RELEASE_ASSETS = ("dataset_release", "media_dataset_release")
+
+
 def producing_runs(
     settings: Settings,
     store: ObjectStore,
     shard_prefixes: set[str],
     release_versions: set[str],
 ) -> list[dict[str, Any]]:
-    """The Dagster runs that wrote the shard outputs and the release versions that held revoked documents."""
+    """The Dagster runs that wrote the shard outputs (text and media) and the release versions that held
+    revoked documents."""
     from dagster import AssetKey, AssetRecordsFilter
 
     from fm_assets.cli.runner import dagster_instance
@@ -83,24 +89,23 @@ def producing_runs(
         store_versions[success.data_version] = prefix
         batches.add(success.batch)
     runs = []
-    if batches:
+    for asset in SHARD_ASSETS if batches else ():
         records = instance.fetch_materializations(
-            AssetRecordsFilter(asset_key=AssetKey("shard"), asset_partitions=sorted(batches)),
+            AssetRecordsFilter(asset_key=AssetKey(asset), asset_partitions=sorted(batches)),
             limit=RUN_LOOKBACK,
         ).records
         for record in records:
             materialization = record.asset_materialization
             version = (materialization.tags or {}).get("dagster/data_version") if materialization else None
             if version in store_versions:
-                runs.append(_run_row(instance, record, "shard", store_versions[version]))
-    records = instance.fetch_materializations(AssetKey("dataset_release"), limit=RUN_LOOKBACK).records
-    for record in records:
-        metadata = record.asset_materialization.metadata if record.asset_materialization else {}
-        paths = [
-            str(getattr(value, "value", value)) for key, value in metadata.items() if key.endswith("manifest")
-        ]
-        if any(f"/{version}/" in path for path in paths for version in release_versions):
-            runs.append(_run_row(instance, record, "dataset_release", None))
+                runs.append(_run_row(instance, record, asset, store_versions[version]))
+    for asset in RELEASE_ASSETS:
+        for record in instance.fetch_materializations(AssetKey(asset), limit=RUN_LOOKBACK).records:
+            metadata = record.asset_materialization.metadata if record.asset_materialization else {}
+            # text names its manifests' paths, media lists what it released (dataset, version, folder)
+            written = json.dumps([getattr(value, "value", value) for value in metadata.values()], default=str)
+            if any(f"/{version}/" in written or f'"{version}"' in written for version in release_versions):
+                runs.append(_run_row(instance, record, asset, None))
     return sorted(runs, key=lambda row: row["at"])
 
 
@@ -160,6 +165,12 @@ def run(
         "revoked",
         highlight=False,
     )
+    for t in report["training_runs"]:
+        out.print(
+            f"training run {t['run_id']} read {t['dataset']} {t['version']} up to step {t['last_step']} "
+            f"(world size {t['world_size']}, seed {t['seed']})",
+            highlight=False,
+        )
     out.print(f"report: {store.uri(md_rel)}", highlight=False)
     if not report["affected"]["documents"]:
         why = (
@@ -187,7 +198,10 @@ def _matches_nothing(store: ObjectStore, revocation: Revocation) -> str:
         more = f" and {len(pairs) - 12} more" if len(pairs) > 12 else ""
         landed = f"; landed sources (licence): {shown}{more}"
     else:
-        landed = " (hashes are the sha256 of a document's text after dedup; run `fm run` first if it is new)"
+        landed = (
+            " (hashes are the sha256 of a document's text after dedup, or of a media sample's raw bytes; run `fm run`"
+            " first if it is new)"
+        )
     return (
         f"{revocation.describe()} matches no landed document{landed}. Nothing recorded: check the spelling, or "
         "pass --allow-empty to record it for batches landed later"

@@ -1,8 +1,9 @@
 """The blast radius of a revocation: where the revoked documents were, and proof they are gone now.
 
-``affected_documents`` finds the revoked documents by id (a (source, licence) revocation: every document of
-the batches landed with that pair; a hash revocation: the documents whose text sha256 matches, as the
-blocklist stage hashes them). ``locate`` then finds every dataset version and shard (from the shard stage's
+``affected_documents`` finds the revoked documents and media samples by id (a (source, licence) revocation:
+every document and sample of the batches landed with that pair; a hash revocation: the documents whose text
+sha256 matches, as the blocklist stage hashes them, and the samples whose raw media sha256 matches, as
+``media_filter`` compares them). ``locate`` then finds every dataset version and shard (from the shard stage's
 row table: the doc ids of every row), every Iceberg snapshot and every Lance version that held one of them,
 and ``verify_latest`` reads the bytes of the shards the newest releases reference (the ``.json`` member of
 every sample) and counts revoked documents in them: zero is the proof.
@@ -25,7 +26,14 @@ import pyarrow.parquet as pq
 from pyiceberg.catalog import Catalog
 from pyiceberg.expressions import In
 
-from fm_assets.compliance.namespaces import curated_table_name, lance_uri, release_name
+from fm_assets.compliance.namespaces import (
+    MODALITIES,
+    curated_table_name,
+    lance_uri,
+    media_dataset_name,
+    media_lance_uris,
+    release_name,
+)
 from fm_assets.compliance.promotions import RELEASE_NAMESPACES
 from fm_assets.compliance.revocations import REVOKED_NOTICE_MARK, Revocation, matches_batch, revoked_notice
 from fm_assets.engine import layout
@@ -36,6 +44,8 @@ from fm_loader.kinds import KnownManifest, parse_manifest
 
 log = logging.getLogger(__name__)
 HASH_STAGE = "dedup"  # the blocklist stage's input: its text is what a document hash is computed over
+LAND_STAGES = ("land", "media_land")  # every document / media sample of a batch, by doc id
+MEDIA_LAND = "media_land"  # its media_sha256 is what a media hash revocation names
 READ_ROWS = 4096
 
 
@@ -59,21 +69,32 @@ def affected_documents(store: ObjectStore, revocation: Revocation) -> AffectedDo
         ids: set[str] = set()
         if revocation.by_pair:
             manifest = read_batch_manifest(store, batch)
-            if matches_batch(revocation, manifest.source, manifest.license) and read_ref(
-                store, "land", batch
-            ):
-                for chunk in _iter_parts(store, read_success(store, "land", batch).parts, ["doc_id"]):
-                    ids.update(chunk.column("doc_id").to_pylist())
-        elif read_ref(store, HASH_STAGE, batch) is not None:
-            parts = read_success(store, HASH_STAGE, batch).parts
-            for chunk in _iter_parts(store, parts, ["doc_id", "text"]):
-                for doc_id, text in zip(
-                    chunk.column("doc_id").to_pylist(),
-                    chunk.column("text").to_pylist(),
-                    strict=True,
-                ):
-                    if hashlib.sha256((text or "").encode()).hexdigest() in hashes:
-                        ids.add(doc_id)
+            if matches_batch(revocation, manifest.source, manifest.license):
+                for stage in LAND_STAGES:
+                    if read_ref(store, stage, batch):
+                        for chunk in _iter_parts(store, read_success(store, stage, batch).parts, ["doc_id"]):
+                            ids.update(chunk.column("doc_id").to_pylist())
+        else:
+            if read_ref(store, HASH_STAGE, batch) is not None:
+                parts = read_success(store, HASH_STAGE, batch).parts
+                for chunk in _iter_parts(store, parts, ["doc_id", "text"]):
+                    for doc_id, text in zip(
+                        chunk.column("doc_id").to_pylist(),
+                        chunk.column("text").to_pylist(),
+                        strict=True,
+                    ):
+                        if hashlib.sha256((text or "").encode()).hexdigest() in hashes:
+                            ids.add(doc_id)
+            if read_ref(store, MEDIA_LAND, batch) is not None:
+                parts = read_success(store, MEDIA_LAND, batch).parts
+                for chunk in _iter_parts(store, parts, ["doc_id", "media_sha256"]):
+                    for doc_id, digest in zip(
+                        chunk.column("doc_id").to_pylist(),
+                        chunk.column("media_sha256").to_pylist(),
+                        strict=True,
+                    ):
+                        if digest in hashes:
+                            ids.add(doc_id)
         if ids:
             found.doc_ids |= ids
             found.batches.append(batch)
@@ -222,6 +243,15 @@ def locate_in_iceberg(catalog: Catalog, affected: AffectedDocuments) -> list[dic
     return found
 
 
+def lance_datasets(cloud_uri: str) -> list[str]:
+    """Every namespace's Lance datasets: documents, then the image and audio views beside it."""
+    uris = []
+    for namespace in RELEASE_NAMESPACES:
+        uris.append(lance_uri(cloud_uri, namespace))
+        uris.extend(media_lance_uris(cloud_uri, namespace).values())
+    return uris
+
+
 def locate_in_lance(
     cloud_uri: str,
     affected: AffectedDocuments,
@@ -234,8 +264,7 @@ def locate_in_lance(
     if not affected.batches:
         return found
     batch_filter = "batch IN ({})".format(", ".join(f"'{b}'" for b in affected.batches))
-    for namespace in RELEASE_NAMESPACES:
-        uri = lance_uri(cloud_uri, namespace)
+    for uri in lance_datasets(cloud_uri):
         try:
             dataset = lance.dataset(uri, storage_options=storage_options)
         except (ValueError, FileNotFoundError, OSError):
@@ -259,7 +288,8 @@ def locate_in_lance(
 
 
 def scan_shard_bytes(store: ObjectStore, path: str) -> tuple[int, set[str]]:
-    """(samples, doc ids) read from a shard's own bytes: the ``.json`` member of every sample."""
+    """(samples, doc ids) read from a shard's own bytes: the ``.json`` member of every sample (a text row's
+    ``doc_ids``, a media sample's ``provenance.sample_id``)."""
     samples, ids = 0, set()
     with store.open(path) as handle, tarfile.open(fileobj=handle, mode="r|") as tar:
         for member in tar:
@@ -267,15 +297,27 @@ def scan_shard_bytes(store: ObjectStore, path: str) -> tuple[int, set[str]]:
                 extracted = tar.extractfile(member)
                 if extracted is not None:
                     samples += 1
-                    ids.update(base_doc_id(i) for i in json.loads(extracted.read()).get("doc_ids", ()))
+                    meta = json.loads(extracted.read())
+                    ids.update(base_doc_id(i) for i in meta.get("doc_ids", ()))
+                    sample_id = (meta.get("provenance") or {}).get("sample_id")
+                    if sample_id:
+                        ids.add(sample_id)
     return samples, ids
 
 
-def verify_latest(store: ObjectStore, dataset: str, affected: AffectedDocuments) -> list[dict[str, Any]]:
-    """For the newest release of every namespace: scan each shard's bytes for the affected documents."""
-    checked = []
+def release_names(dataset: str) -> Iterator[tuple[str, str]]:
+    """(release name, namespace) of every release a pipeline writes: text, image-text and audio-text."""
     for namespace in RELEASE_NAMESPACES:
-        name = release_name(dataset, namespace)
+        yield release_name(dataset, namespace), namespace
+        for modality in MODALITIES:
+            yield media_dataset_name(dataset, modality, namespace), namespace
+
+
+def verify_latest(store: ObjectStore, dataset: str, affected: AffectedDocuments) -> list[dict[str, Any]]:
+    """For the newest release of every namespace and modality: scan each shard's bytes for the affected
+    documents and samples."""
+    checked = []
+    for name, namespace in release_names(dataset):
         version = latest_version(store, name)
         if version is None:
             continue

@@ -99,6 +99,16 @@ def lance_uri(cloud_uri: str, namespace: str) -> str:
     )
 
 
+def media_lance_uris(documents_uri: str, namespace: str = DEFAULT_NAMESPACE) -> dict[str, str]:
+    """The images and audio datasets of ``namespace`` beside the documents dataset (``images.lance`` for
+    cloud, ``images_<namespace>.lance`` otherwise: namespaces are walls, as for documents)."""
+    folder = documents_uri.rsplit("/", 1)[0]
+    return {
+        "image": lance_uri(f"{folder}/images.lance", namespace),
+        "audio": lance_uri(f"{folder}/audio.lance", namespace),
+    }
+
+
 def check_release_namespace(namespace: str) -> None:
     if namespace not in RELEASE_NAMESPACES:
         raise NamespaceWallError(

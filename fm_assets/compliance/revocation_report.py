@@ -2,7 +2,8 @@
 
 ``build_report`` puts together what ``blast_radius`` found (releases, shards, Iceberg snapshots, Lance
 versions), the runs that produced them (passed in: they come from the Dagster instance), the newest releases
-that no longer hold the documents and the byte-level verification of their shards; ``apply_marks`` marks
+that no longer hold the documents and the byte-level verification of their shards, and the training runs
+that read a version holding them (their read receipts: how far each got); ``apply_marks`` marks
 every older release that held them as revoked. Both are written under ``compliance/revocations/<id>/``.
 """
 
@@ -12,7 +13,7 @@ from typing import Any
 
 from pyiceberg.catalog import Catalog
 
-from fm_assets.compliance import blast_radius, paths
+from fm_assets.compliance import blast_radius, paths, training_runs
 from fm_assets.compliance.revocations import Revocation
 from fm_assets.engine import markdown
 from fm_assets.engine.store import ObjectStore
@@ -46,6 +47,7 @@ def build_report(
         "iceberg_snapshots": iceberg,
         "lance_versions": lance,
         "runs": runs or [],
+        "training_runs": training_runs.runs_reading(store, [(r["dataset"], r["version"]) for r in releases]),
         "new_versions": [{"dataset": v["dataset"], "version": v["version"]} for v in new_versions],
         "verification": verification,
         "verified": bool(affected.doc_ids) and bool(verification) and all(v["ok"] for v in verification),
@@ -186,6 +188,35 @@ def render_markdown(report: dict[str, Any]) -> str:
                     x["at"],
                 ]
                 for x in report["runs"]
+            ],
+        ),
+        "## Training runs that read them (read receipts)",
+        "",
+        *markdown.table(
+            [
+                "run",
+                "dataset",
+                "version",
+                "last step read",
+                "epoch",
+                "ranks",
+                "world size",
+                "seed",
+                "last receipt",
+            ],
+            [
+                [
+                    t["run_id"],
+                    t["dataset"],
+                    t["version"],
+                    t["last_step"] if t["last_step"] is not None else "-",
+                    t.get("epoch", "-"),
+                    len(t["ranks"]),
+                    t["world_size"],
+                    t["seed"],
+                    t.get("at") or "-",
+                ]
+                for t in report.get("training_runs", [])
             ],
         ),
         "## New versions without them",

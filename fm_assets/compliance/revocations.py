@@ -1,9 +1,11 @@
 """Revocations: a recorded request to remove documents from every future release, with its reason.
 
 A revocation names a (source, licence) pair (``*`` for any) or document hashes (sha256 of the UTF-8 text, as
-the blocklist stage computes them). It is written once to ``compliance/revocations/<id>.json`` and every
-recorded revocation feeds the blocklist stage's lists (``side_inputs.blocklists.with_revocations``), so the
-list fingerprint, and with it the stage key of blocklist and everything after it, changes.
+the blocklist stage computes them; for a media sample, of its raw media bytes, as ``media_filter`` compares
+them). It is written once to ``compliance/revocations/<id>.json`` and every
+recorded revocation feeds the blocklist stage's lists (``side_inputs.blocklists.with_revocations``) and
+``media_filter``'s side input, so the list fingerprint, and with it the stage key of blocklist (media_filter)
+and everything after it, changes.
 """
 
 from __future__ import annotations
@@ -166,6 +168,19 @@ def revocation_blocklists(store: ObjectStore, batch: str | None = None) -> Block
         doc_hashes=tuple(h for r in revocations for h in r.doc_hashes),
         revoked=tuple((r.source or WILDCARD, r.license or WILDCARD) for r in revocations if r.by_pair),
     ).normalised()
+
+
+def revoked_by(
+    lists: Blocklists, source: str, licence: str, content_sha256: str
+) -> tuple[str, dict[str, Any]] | None:
+    """Why one sample is revoked by ``lists`` (reason and details, the blocklist stage's reasons), or None:
+    its (source, licence) matches a revoked pair (``*`` matches any), or its content hash is a revoked hash."""
+    for pair in lists.revoked:
+        if pair[0] in (WILDCARD, source) and pair[1] in (WILDCARD, licence):
+            return "revoked_license", {"source": pair[0], "license": pair[1]}
+    if content_sha256 in lists.doc_hashes:
+        return "blocked_doc_hash", {"sha256": content_sha256}
+    return None
 
 
 def matches_batch(revocation: Revocation, source: str, licence: str) -> bool:

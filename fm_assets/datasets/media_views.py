@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from PIL import Image
 
-from fm_assets.compliance.namespaces import DEFAULT_NAMESPACE, lance_uri
+from fm_assets.compliance.namespaces import DEFAULT_NAMESPACE
 from fm_assets.datasets.views import LANCE_INPUTS_KEY, LANCE_LOCK, lance_write_mode, stage_versions
 from fm_assets.engine.hashing import stable_hash
 from fm_assets.engine.landing import read_batch_manifest
@@ -65,16 +65,6 @@ AUDIO_SCHEMA = pa.schema(
     ]
 )
 SCHEMAS = {"image": IMAGES_SCHEMA, "audio": AUDIO_SCHEMA}
-
-
-def media_lance_uris(documents_uri: str, namespace: str = DEFAULT_NAMESPACE) -> dict[str, str]:
-    """The images and audio datasets of ``namespace`` beside the documents dataset (``images.lance`` for
-    cloud, ``images_<namespace>.lance`` otherwise: namespaces are walls, as for documents)."""
-    folder = documents_uri.rsplit("/", 1)[0]
-    return {
-        "image": lance_uri(f"{folder}/images.lance", namespace),
-        "audio": lance_uri(f"{folder}/audio.lance", namespace),
-    }
 
 
 def _view_row(modality: str, row: dict[str, Any], source: str, media: bytes | None) -> dict[str, Any]:

@@ -22,10 +22,11 @@ from fm_assets.compliance.namespaces import (
     DEFAULT_NAMESPACE,
     curated_table_name,
     lance_uri,
+    media_lance_uris,
 )
 from fm_assets.compliance.promotions import RELEASE_NAMESPACES
 from fm_assets.datasets.media_views import SHARD_STAGE as MEDIA_SHARD_STAGE
-from fm_assets.datasets.media_views import media_lance_uris, write_media_lance
+from fm_assets.datasets.media_views import write_media_lance
 from fm_assets.datasets.views import (
     ICEBERG_LOCK,
     LANCE_LOCK,

@@ -206,6 +206,7 @@ MARKDOWN_SECTIONS: list[Callable[[dict[str, Any]], list[str]]] = [
     compliance_sections.markdown_quarantine,
     compliance_sections.markdown_licences,
     compliance_sections.markdown_revocations,
+    compliance_sections.markdown_training_runs,
     data_sections.markdown_pii,
     data_sections.markdown_contamination,
     data_sections.markdown_quality,

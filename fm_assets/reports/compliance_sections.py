@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fm_assets.compliance import paths
+from fm_assets.compliance import paths, training_runs
 from fm_assets.compliance.licence_policy import load_policy
 from fm_assets.compliance.namespaces import (
     MODALITIES,
@@ -114,6 +114,7 @@ def build_sections(store: ObjectStore, dataset: str) -> dict[str, Any]:
         "quarantine": quarantine(store),
         "licence_policy": licence_policy(store),
         "revocations": revocations(store),
+        "training_runs": training_runs.as_rows(training_runs.runs_per_version(store)),
     }
 
 
@@ -200,6 +201,18 @@ def release_status(audit: dict[str, Any], batch: str) -> str:
         if row["batch"] == batch and row["status"] in ("awaiting_review", "rejected"):
             return f"not released: quarantine {row['status'].replace('_', ' ')}"
     return "not released"
+
+
+def markdown_training_runs(audit: dict[str, Any]) -> list[str]:
+    lines = ["## Training runs per dataset version (read receipts)", ""]
+    return lines + markdown.table(
+        ["dataset", "version", "run", "last step read", "ranks", "world size", "seed", "last receipt"],
+        [
+            [t["dataset"], t["version"], t["run_id"], t["last_step"] if t["last_step"] is not None else "-",
+             len(t["ranks"]), t["world_size"], t["seed"], t.get("at") or "-"]
+            for t in audit["compliance"].get("training_runs", [])
+        ],
+    )  # fmt: skip
 
 
 def markdown_revocations(audit: dict[str, Any]) -> list[str]:

@@ -5,6 +5,11 @@ caption length (and language when configured). Audio (``transforms.audio.rules``
 rate, silence fraction, clipping, an SNR estimate, transcript length. The rule sets' ``config()`` (their
 versions and thresholds) is the stage config, so changing a threshold recomputes this stage and what follows.
 A kept sample's measurements go to its ``metrics`` column.
+
+Revocations (``fm revoke``) are judged first: the recorded revocations that can match the batch are a side
+input (``compliance.revocations.revocation_blocklists``, the list the text ``blocklist`` stage merges), so a
+new revocation re-keys this stage and what follows; a sample of a revoked (source, licence) pair is dropped as
+``revoked_license``, one whose raw media sha256 (its CAS hash) is a revoked hash as ``blocked_doc_hash``.
 """
 
 from __future__ import annotations
@@ -12,8 +17,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from fm_assets.compliance.revocations import revocation_blocklists, revoked_by
 from fm_assets.engine.kinds.record import RecordStage
-from fm_assets.engine.stage import StageContext
+from fm_assets.engine.stage import SideInputs, StageContext
 from fm_assets.engine.verdict import Verdict
 from fm_assets.stages.media_validate import read_media
 from fm_assets.transforms.audio.decode import decode_audio
@@ -29,12 +35,18 @@ AUDIO_RULES = AudioRules()
 
 class MediaFilterStage(RecordStage):
     name = "media_filter"
-    code_version = "media-filter-v3"  # v3: rejects name the landed file
+    code_version = "media-filter-v4"  # v3: rejects name the landed file; v4: revoked samples dropped
     upstream = "media_validate"
     description = (
-        "Image rules (size, aspect, blank, caption) and audio rules (duration, silence, clipping, SNR)."
+        "Revocations; image rules (size, aspect, blank, caption) and audio rules (duration, silence, "
+        "clipping, SNR)."
     )
     output_schema = MEDIA_SCHEMA
+    side_input_assets = ("blocklists",)
+
+    def side_inputs(self, ctx: StageContext) -> SideInputs:
+        revoked = revocation_blocklists(ctx.store, ctx.batch)  # `fm revoke` records that can match this batch
+        return SideInputs({"revocations": revoked.fingerprint()}, revoked)
 
     def config(self, ctx: StageContext) -> dict[str, Any]:
         return {
@@ -44,6 +56,9 @@ class MediaFilterStage(RecordStage):
         }
 
     def judge(self, ctx: StageContext, record: dict[str, Any], metrics: dict[str, Any]) -> Verdict:
+        revoked = revoked_by(ctx.side.data, record["source"], record["license"], record["media_sha256"])
+        if revoked is not None:
+            return Verdict.drop(*revoked)
         data = read_media(ctx.store, record["media_sha256"])
         try:
             if record["modality"] == IMAGE:
