@@ -132,7 +132,9 @@ def _report(world: dict[str, Any], which: int = 0) -> dict[str, Any]:
 
 
 def test_the_first_run_skips_the_unreviewed_batch_and_builds_one_release_per_namespace(world):
-    assert world["first_run"].returncode == 0, world["first_run"].stderr
+    # the vendor batch (licence policy) and the unreviewed quarantine batch are held back: exit 1, named
+    assert world["first_run"].returncode == 1, world["first_run"].stderr
+    assert f"held back {world['vendor']}" in world["first_run"].stderr
     assert f"{world['quarantine']} is in quarantine awaiting review" in world["first_run"].stderr
     store = world["store"]
     first = world["first_cloud"]
@@ -188,7 +190,8 @@ def test_quarantine_is_processed_only_after_a_recorded_promotion(world):
     assert "awaiting review" in world["run_unreviewed"].stderr
     assert world["promote_anonymous"].returncode == 2 and "--reviewer" in world["promote_anonymous"].stderr
     assert world["promote"].returncode == 0, world["promote"].stderr
-    assert world["second_run"].returncode == 0, world["second_run"].stderr
+    assert world["second_run"].returncode == 1, world["second_run"].stderr  # the vendor batch is still held back
+    assert f"held back {world['quarantine']}" not in world["second_run"].stderr
     record = world["store"].read_json(f"compliance/promotions/{world['quarantine']}.json")
     assert (record["reviewer"], record["to"], record["from_namespace"]) == ("jane.doe", "cloud", "quarantine")
     batches = _card(world["store"], "fm-demo", world["cloud_before_revoke"])["batches"]
