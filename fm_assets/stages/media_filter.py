@@ -1,7 +1,8 @@
 """media_filter: quality rules per modality, every drop with the rule's reason, measured value and threshold.
 
 Images (``transforms.image.rules``): minimum side, maximum aspect ratio, near-blank / low-entropy pixels,
-caption length (and language when configured). Audio (``transforms.audio.rules``): duration bounds, sample
+caption length (and language when configured). Video (``transforms.video.rules``): duration and
+resolution of the whole file, from what ``media_validate`` measured (clip rules run in ``media_clip``). Audio (``transforms.audio.rules``): duration bounds, sample
 rate, silence fraction, clipping, an SNR estimate, transcript length. The rule sets' ``config()`` (their
 versions and thresholds) is the stage config, so changing a threshold recomputes this stage and what follows.
 A kept sample's measurements go to its ``metrics`` column.
@@ -21,15 +22,17 @@ from fm_assets.transforms.audio.rules import AudioRules, judge_audio
 from fm_assets.transforms.image.decode import DEFAULT_MAX_PIXELS, decode_image, probe_image
 from fm_assets.transforms.image.rules import ImageRules, judge_image
 from fm_assets.transforms.media_errors import MediaError
-from fm_assets.transforms.readers.media_types import IMAGE, MEDIA_SCHEMA
+from fm_assets.transforms.readers.media_types import IMAGE, MEDIA_SCHEMA, VIDEO
+from fm_assets.transforms.video.rules import VideoRules, judge_video
 
 IMAGE_RULES = ImageRules()
 AUDIO_RULES = AudioRules()
+VIDEO_RULES = VideoRules()
 
 
 class MediaFilterStage(RecordStage):
     name = "media_filter"
-    code_version = "media-filter-v2"
+    code_version = "media-filter-v3"
     upstream = "media_validate"
     description = (
         "Image rules (size, aspect, blank, caption) and audio rules (duration, silence, clipping, SNR)."
@@ -40,10 +43,14 @@ class MediaFilterStage(RecordStage):
         return {
             "image": IMAGE_RULES.config(),
             "audio": AUDIO_RULES.config(),
+            "video": VIDEO_RULES.config(),
             "max_pixels": DEFAULT_MAX_PIXELS,
         }
 
     def judge(self, ctx: StageContext, record: dict[str, Any], metrics: dict[str, Any]) -> Verdict:
+        if record["modality"] == VIDEO:
+            verdict = judge_video(record["duration_s"], record["width"], record["height"], VIDEO_RULES)
+            return self._answer(record, verdict, metrics)
         data = read_media(ctx.store, record["media_sha256"])
         try:
             if record["modality"] == IMAGE:
@@ -56,6 +63,10 @@ class MediaFilterStage(RecordStage):
                 verdict = judge_audio(samples, rate, record["text"], AUDIO_RULES)
         except MediaError as error:  # decoded in media_validate; only a changed decoder gets here
             return Verdict.drop(error.reason, error.details)
+        return self._answer(record, verdict, metrics)
+
+    @staticmethod
+    def _answer(record: dict[str, Any], verdict: Verdict, metrics: dict[str, Any]) -> Verdict:
         if not verdict.keep:
             return verdict
         metrics["kept_" + record["modality"]] = metrics.get("kept_" + record["modality"], 0) + 1
