@@ -13,12 +13,12 @@ def moving_frames(
 ) -> list[np.ndarray]:
     """Frames of a textured pattern that scrolls (or stands still): structure for pHash, motion for rules."""
     rng = np.random.default_rng(seed)
-    tile = rng.integers(0, 256, size=(height // 8 + 2, width // 8 + 2, 3), dtype=np.uint8)
+    tile = rng.integers(0, 256, size=(height // 8 + 2, (width + 3 * frames) // 8 + 2, 3), dtype=np.uint8)
     texture = np.kron(tile, np.ones((8, 8, 1), dtype=np.uint8))
     out = []
-    for i in range(frames):
-        shift = 0 if static else (i * 4) % 16
-        out.append(np.ascontiguousarray(texture[shift // 8 : shift // 8 + height, shift : shift + width]))
+    for i in range(frames):  # scrolls 3 px a frame, never repeating: every clip of a video looks different
+        shift = 0 if static else i * 3
+        out.append(np.ascontiguousarray(texture[:height, shift : shift + width]))
     return out
 
 

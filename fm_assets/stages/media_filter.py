@@ -2,7 +2,8 @@
 
 Images (``transforms.image.rules``): minimum side, maximum aspect ratio, near-blank / low-entropy pixels,
 caption length (and language when configured). Video (``transforms.video.rules``): duration and
-resolution of the whole file, from what ``media_validate`` measured (clip rules run in ``media_clip``). Audio (``transforms.audio.rules``): duration bounds, sample
+resolution of the whole file (what ``media_validate`` measured), then each clip's motion score and share of
+blank keyframes (what ``media_clip`` measured): ``static_clip``, ``blank_frames``. Audio (``transforms.audio.rules``): duration bounds, sample
 rate, silence fraction, clipping, an SNR estimate, transcript length. The rule sets' ``config()`` (their
 versions and thresholds) is the stage config, so changing a threshold recomputes this stage and what follows.
 A kept sample's measurements go to its ``metrics`` column.
@@ -23,7 +24,7 @@ from fm_assets.transforms.image.decode import DEFAULT_MAX_PIXELS, decode_image, 
 from fm_assets.transforms.image.rules import ImageRules, judge_image
 from fm_assets.transforms.media_errors import MediaError
 from fm_assets.transforms.readers.media_types import IMAGE, MEDIA_SCHEMA, VIDEO
-from fm_assets.transforms.video.rules import VideoRules, judge_video
+from fm_assets.transforms.video.rules import VideoRules, judge_clip, judge_video
 
 IMAGE_RULES = ImageRules()
 AUDIO_RULES = AudioRules()
@@ -33,7 +34,7 @@ VIDEO_RULES = VideoRules()
 class MediaFilterStage(RecordStage):
     name = "media_filter"
     code_version = "media-filter-v3"
-    upstream = "media_validate"
+    upstream = "media_clip"
     description = (
         "Image rules (size, aspect, blank, caption) and audio rules (duration, silence, clipping, SNR)."
     )
@@ -49,8 +50,7 @@ class MediaFilterStage(RecordStage):
 
     def judge(self, ctx: StageContext, record: dict[str, Any], metrics: dict[str, Any]) -> Verdict:
         if record["modality"] == VIDEO:
-            verdict = judge_video(record["duration_s"], record["width"], record["height"], VIDEO_RULES)
-            return self._answer(record, verdict, metrics)
+            return self._answer(record, self._video(record), metrics)
         data = read_media(ctx.store, record["media_sha256"])
         try:
             if record["modality"] == IMAGE:
@@ -64,6 +64,16 @@ class MediaFilterStage(RecordStage):
         except MediaError as error:  # decoded in media_validate; only a changed decoder gets here
             return Verdict.drop(error.reason, error.details)
         return self._answer(record, verdict, metrics)
+
+    @staticmethod
+    def _video(record: dict[str, Any]) -> Verdict:
+        """A clip: its video's duration and resolution, then its own motion and blank keyframes."""
+        verdict = judge_video(record["duration_s"], record["width"], record["height"], VIDEO_RULES)
+        if not verdict.keep:
+            return verdict
+        measured = json.loads(record["metrics"])
+        clip = judge_clip(measured["motion"], measured["blank_fraction"], VIDEO_RULES)
+        return Verdict.kept(measurements={**verdict.details, **clip.details}) if clip.keep else clip
 
     @staticmethod
     def _answer(record: dict[str, Any], verdict: Verdict, metrics: dict[str, Any]) -> Verdict:

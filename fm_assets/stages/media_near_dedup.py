@@ -4,8 +4,9 @@ Each batch leaves ``phash_index.parquet`` (the images it kept: id, pHash, pixel 
 its images' band keys with its own and every earlier index (``transforms.dedup.image_near_dup``: on Spark,
 in-process below ``local_max_nodes``, the same pairs either way), confirms pairs by Hamming distance,
 clusters them and keeps the survivor (earlier batch first, then more pixels, then smallest id). Each removed
-image is a ``near_duplicate`` reject naming its cluster, survivor (and its batch) and distance. Audio passes
-through. Earlier indexes' data versions are in the key; until every earlier landed batch has output the stage
+image is a ``near_duplicate`` reject naming its cluster, survivor (and its batch) and distance. Video clips
+join by the pHash of their middle keyframe (``media_clip``) through the same index and clusters, the
+survivor's pixel count being its video's resolution. Audio passes through. Earlier indexes' data versions are in the key; until every earlier landed batch has output the stage
 raises ``EarlierBatchPending``. ``FM_NEAR_DEDUP=0`` turns it into a pass-through, as for text.
 """
 
@@ -33,7 +34,7 @@ from fm_assets.transforms.dedup.image_near_dup import (
     near_duplicate_removals,
     nodes_table,
 )
-from fm_assets.transforms.readers.media_types import IMAGE, MEDIA_SCHEMA
+from fm_assets.transforms.readers.media_types import IMAGE, MEDIA_SCHEMA, VIDEO
 
 PHASH_INDEX = "phash_index.parquet"
 NEAR_DUP = ImageNearDupConfig()
@@ -41,7 +42,7 @@ NEAR_DUP = ImageNearDupConfig()
 
 class MediaNearDedupStage(SparkRemovalStage):
     name = "media_near_dedup"
-    code_version = "media-near-dedup-v2"
+    code_version = "media-near-dedup-v3"
     upstream = "media_dedup"
     description = (
         "Near-duplicate images by pHash banded join (Spark) with a cross-batch index; survivor rule as text."
@@ -75,7 +76,7 @@ class MediaNearDedupStage(SparkRemovalStage):
         for path in local_parts:
             table = pq.read_table(path, columns=["doc_id", "modality", "phash", "width", "height"])
             for row in table.to_pylist():
-                if row["modality"] == IMAGE and row["phash"] is not None:
+                if row["modality"] in (IMAGE, VIDEO) and row["phash"] is not None:
                     rows.append(
                         {
                             "doc_id": row["doc_id"],

@@ -28,6 +28,7 @@ CHAIN_NAMES: dict[str, list[str]] = {
     MEDIA: [
         "media_land",
         "media_validate",
+        "media_clip",
         "media_filter",
         "media_dedup",
         "media_near_dedup",

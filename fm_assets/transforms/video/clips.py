@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import asdict, dataclass
+from itertools import pairwise
 from typing import Any
 
 import av
@@ -115,7 +116,7 @@ def _encode_strip(frames: list[Image.Image], quality: int) -> bytes:
 def _motion(gray: list[np.ndarray]) -> float:
     if len(gray) < 2:
         return 0.0
-    diffs = [float(np.abs(a - b).mean()) for a, b in zip(gray, gray[1:], strict=False)]
+    diffs = [float(np.abs(a - b).mean()) for a, b in pairwise(gray)]
     return round(sum(diffs) / len(diffs) / 255.0, 6)
 
 
