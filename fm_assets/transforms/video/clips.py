@@ -21,6 +21,7 @@ from typing import Any
 
 import av
 import numpy as np
+from av.error import FFmpegError
 from PIL import Image
 
 from fm_assets.transforms.image.phash import phash_many
@@ -89,13 +90,14 @@ def _frames_at(data: bytes, times: list[float]) -> list[np.ndarray]:
             stream = container.streams.video[0]
             stream.thread_type = "NONE"  # one thread: same frames, same order, every run
             for frame in container.decode(stream):
-                at = float(frame.pts * stream.time_base) if frame.pts is not None else 0.0
+                base = stream.time_base
+                at = float(frame.pts * base) if frame.pts is not None and base is not None else 0.0
                 while len(picked) < len(times) and at > times[len(picked)] and previous is not None:
                     picked.append(previous)
                 previous = frame.to_ndarray(format="rgb24")
                 if len(picked) == len(times):
                     break
-    except av.FFmpegError as exc:
+    except FFmpegError as exc:
         raise MediaError(CORRUPT_VIDEO, {"error": error_text(exc), "keyframes_read": len(picked)}) from exc
     if previous is None:
         raise MediaError(CORRUPT_VIDEO, {"error": "no frame decodes"})

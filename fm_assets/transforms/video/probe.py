@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import av
+from av.error import FFmpegError
 
 from fm_assets.transforms.media_errors import UNSUPPORTED_CODEC, MediaError, error_text
 
@@ -63,7 +64,7 @@ class VideoInfo:
 def _open(data: bytes) -> Any:
     try:
         return av.open(io.BytesIO(data), mode="r")
-    except av.FFmpegError as exc:
+    except FFmpegError as exc:
         known = any(data[at : at + len(magic)] == magic for at, magic in _SIGNATURES)
         reason = TRUNCATED_VIDEO if known else CORRUPT_VIDEO
         raise MediaError(reason, {"error": error_text(exc), "bytes": len(data)}) from exc
@@ -133,7 +134,7 @@ def _walk_packets(container: Any, stream: Any) -> tuple[int, float]:
             frames += 1
             stop = packet.pts + (packet.duration or 0)
             end = max(end, float(stop * packet.time_base))
-    except av.FFmpegError as exc:
+    except FFmpegError as exc:
         raise MediaError(
             TRUNCATED_VIDEO, {"error": error_text(exc), "frames_read": frames, "value": round(end, 3)}
         ) from exc
@@ -145,6 +146,6 @@ def _decode_first_frame(data: bytes) -> None:
         with av.open(io.BytesIO(data), mode="r") as container:
             for _frame in container.decode(video=0):
                 return
-    except av.FFmpegError as exc:
+    except FFmpegError as exc:
         raise MediaError(CORRUPT_VIDEO, {"error": error_text(exc)}) from exc
     raise MediaError(CORRUPT_VIDEO, {"error": "no frame decodes"})

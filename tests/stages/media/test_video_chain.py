@@ -137,7 +137,8 @@ def test_video_chain(tmp_path, settings):
     assert {m["keyframes"] for m in metas} == {4}
     assert all(m["provenance"]["cas_hash"] and m["caption_tokens"] for m in metas)
     (shard,) = manifest.shards
-    index = decode_media_index(open(manifest.index_uri(shard), "rb").read())
+    with open(manifest.index_uri(shard), "rb") as handle:
+        index = decode_media_index(handle.read())
     assert set(index.records["frames"].tolist()) == {4} and index.records["height"].min() == 128
 
 
