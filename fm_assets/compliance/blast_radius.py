@@ -1,7 +1,7 @@
 """The blast radius of a revocation: where the revoked documents were, and proof they are gone now.
 
 ``affected_documents`` finds the revoked documents by id (a (source, licence) revocation: every document of
-the batches landed with that pair; a hash revocation: the documents whose text sha256 matches, as the
+the batches landed with that pair, media samples included; a hash revocation: the documents whose text sha256 matches, as the
 blocklist stage hashes them). ``locate`` then finds every dataset version and shard (from the shard stage's
 row table: the doc ids of every row), every Iceberg snapshot and every Lance version that held one of them,
 and ``verify_latest`` reads the bytes of the shards the newest releases reference (the ``.json`` member of
@@ -35,6 +35,7 @@ from fm_assets.engine.store import ObjectStore
 from fm_loader.kinds import KnownManifest, parse_manifest
 
 log = logging.getLogger(__name__)
+LANDING_STAGES = ("land", "media_land")
 HASH_STAGE = "dedup"  # the blocklist stage's input: its text is what a document hash is computed over
 READ_ROWS = 4096
 
@@ -59,11 +60,12 @@ def affected_documents(store: ObjectStore, revocation: Revocation) -> AffectedDo
         ids: set[str] = set()
         if revocation.by_pair:
             manifest = read_batch_manifest(store, batch)
-            if matches_batch(revocation, manifest.source, manifest.license) and read_ref(
-                store, "land", batch
-            ):
-                for chunk in _iter_parts(store, read_success(store, "land", batch).parts, ["doc_id"]):
-                    ids.update(chunk.column("doc_id").to_pylist())
+            if matches_batch(revocation, manifest.source, manifest.license):
+                for landing in LANDING_STAGES:  # the batch's documents and its media samples
+                    if read_ref(store, landing, batch):
+                        parts = read_success(store, landing, batch).parts
+                        for chunk in _iter_parts(store, parts, ["doc_id"]):
+                            ids.update(chunk.column("doc_id").to_pylist())
         elif read_ref(store, HASH_STAGE, batch) is not None:
             parts = read_success(store, HASH_STAGE, batch).parts
             for chunk in _iter_parts(store, parts, ["doc_id", "text"]):
@@ -81,7 +83,8 @@ def affected_documents(store: ObjectStore, revocation: Revocation) -> AffectedDo
 
 
 def base_doc_id(doc_id: str) -> str:
-    """A packed piece ``<id>@<offset>`` (a document split over rows) belongs to document ``<id>``."""
+    """A packed piece ``<id>@<offset>`` (a document split over rows) belongs to document ``<id>``, a video
+    clip ``<id>@c<NNN>`` to video sample ``<id>``."""
     return doc_id.split("@", 1)[0]
 
 

@@ -72,7 +72,7 @@ def release_name(dataset: str, namespace: str) -> str:
     return dataset if namespace == DEFAULT_NAMESPACE else f"{dataset}-{namespace}"
 
 
-MODALITIES = {"image": "image-text", "audio": "audio-text"}  # media modality -> its dataset's suffix
+MODALITIES = {"image": "image-text", "audio": "audio-text", "video": "video-text"}  # media modality -> suffix
 
 
 def media_dataset_name(name: str, modality: str, namespace: str) -> str:

@@ -5,7 +5,8 @@ side, JPEG quality; its ``config()`` with the Pillow and PyAV versions is the st
 keeps the video's provenance (``cas_hash``, ``media_sha256``) and adds ``clip_index``, ``clip_start_s`` /
 ``clip_end_s``, the keyframe strip (``norm_data``, ``norm_ext = strip.jpg``, one JPEG of the F keyframes
 stacked vertically), the keyframes' pHashes (``phash`` is the middle one's, what ``media_near_dedup`` joins
-on) and the motion / blank measurements ``media_filter`` judges. The clip id is ``<video id>-c<NNN>``. A
+on) and the motion / blank measurements ``media_filter`` judges. The clip id is ``<video id>@c<NNN>`` (the
+revocation blast radius maps it back to its video as it maps a packed piece to its document). A
 video shorter than one clip is a ``video_too_short`` reject; a video that no longer decodes is
 ``corrupt_video``. Accounting counts videos: ``records_out`` is the videos (and images, audio) that gave
 output, the rows written are the clips.
@@ -29,7 +30,7 @@ CLIP_POLICY = ClipPolicy()
 
 
 def clip_id(video_id: str, index: int) -> str:
-    return f"{video_id}-c{index:03d}"
+    return f"{video_id}@c{index:03d}"
 
 
 def clip_record(record: dict[str, Any], clip: Clip) -> dict[str, Any]:

@@ -174,7 +174,7 @@ class MediaShardStage(Stage):
         def samples() -> Iterator[MediaSample]:
             for position, record in enumerate(records):
                 tokens = pinned.tokenizer.encode(record["text"]).ids if tokenize else []
-                key = record["doc_id"].replace(":", "_")
+                key = record["doc_id"].replace(":", "_").replace("@", "-")
                 rows.append(
                     {
                         **{

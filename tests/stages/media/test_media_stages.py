@@ -147,7 +147,6 @@ def test_media_stages_are_pure_when_every_committed_unit_is_recomputed(tmp_path,
 @pytest.mark.spark
 def test_near_dedup_on_spark_writes_what_the_in_process_join_writes(tmp_path, settings, monkeypatch):
     from fm_assets.defs.resources.spark import SparkResource
-    from fm_assets.stages import media_near_dedup
     from fm_assets.transforms.dedup.image_near_dup import ImageNearDupConfig
 
     results = {}

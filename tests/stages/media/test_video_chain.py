@@ -170,7 +170,7 @@ def test_video_near_and_exact_duplicates_across_batches(tmp_path, settings):
     near = rejects(store, outcomes["media_near_dedup"])
     ((reason, details),) = near.values()
     assert reason == "near_duplicate" and details["survivor_batch"] == first
-    assert details["survivor_id"].endswith("-c000") and details["hamming_distance"] <= details["max_distance"]
+    assert details["survivor_id"].endswith("@c000") and details["hamming_distance"] <= details["max_distance"]
 
 
 def test_video_shards_are_reproducible(tmp_path, settings):
@@ -189,3 +189,25 @@ def test_video_shards_are_reproducible(tmp_path, settings):
         )
         shas.append([data for name, data in shard_members(manifest) if name.endswith(".strip.jpg")])
     assert shas[0] == shas[1] and shas[0]
+
+
+def test_a_source_revocation_reaches_the_video_clips_in_the_shards(tmp_path, settings):
+    from fm_assets.compliance.blast_radius import ShardRows, affected_documents
+    from fm_assets.compliance.revocations import Revocation
+
+    store = ObjectStore(str(tmp_path / "root"))
+    pin_tokenizer(store)
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "v.mp4").write_bytes(clip_video(17.0, fps=5, seed=11))
+    (folder / "v.txt").write_text("Two clips of one video.")
+    batch = land_batch(store, folder, source="gen", license_id="CC-BY-4.0", namespace="cloud").batch
+    shard = run_chain(store, batch, settings)["media_shard"].success
+    revocation = Revocation("r1", "2026-01-01T00:00:00Z", "test", "me", source="gen", license="*")
+    affected = affected_documents(store, revocation)
+    (video_id,) = affected.doc_ids
+    manifest = read_manifest(store.local_path(shard.artifacts["manifests"]["video"]))
+    (entry,) = manifest.shards
+    assert ShardRows(store).docs(f"{shard.prefix}/{entry.path}") == {video_id}  # both clips map to it
+    other = Revocation("r2", "2026-01-01T00:00:00Z", "test", "me", source="elsewhere", license="*")
+    assert not affected_documents(store, other).doc_ids
