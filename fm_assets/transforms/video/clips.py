@@ -88,13 +88,15 @@ def _frames_at(data: bytes, times: list[float]) -> list[np.ndarray]:
     try:
         with av.open(io.BytesIO(data), mode="r") as container:
             stream = container.streams.video[0]
-            stream.thread_type = "NONE"  # one thread: same frames, same order, every run
-            for frame in container.decode(stream):
-                base = stream.time_base
-                at = float(frame.pts * base) if frame.pts is not None and base is not None else 0.0
-                while len(picked) < len(times) and at > times[len(picked)] and previous is not None:
-                    picked.append(previous)
-                previous = frame.to_ndarray(format="rgb24")
+            base = stream.time_base
+            for packet in container.demux(stream):
+                if packet.size == 0 and packet.pts is not None:  # Theora's "repeat the last frame"
+                    continue
+                for frame in packet.decode():
+                    at = float(frame.pts * base) if frame.pts is not None and base is not None else 0.0
+                    while len(picked) < len(times) and at > times[len(picked)] and previous is not None:
+                        picked.append(previous)
+                    previous = frame.to_ndarray(format="rgb24")
                 if len(picked) == len(times):
                     break
     except FFmpegError as exc:

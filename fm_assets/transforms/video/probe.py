@@ -39,7 +39,8 @@ class VideoLimits:
     codecs: tuple[str, ...] = ("av1", "h264", "hevc", "mpeg4", "mpeg2video", "theora", "vp8", "vp9")
     max_duration_s: float = 600.0
     max_pixels: int = 3840 * 2160
-    min_packet_coverage: float = 0.9  # packets must reach this share of the declared duration
+    # packets must reach this share of the declared duration (screen recordings hold their last frame)
+    min_packet_coverage: float = 0.75
 
     def config(self) -> dict[str, Any]:
         return {**asdict(self), "codecs": list(self.codecs), "pyav": av.__version__}
@@ -53,7 +54,7 @@ class VideoInfo:
     height: int
     fps: float
     duration_s: float
-    frames: int  # video packets (one per frame for every codec accepted here)
+    frames: int  # video packets with a time: displayed frames, repeats included
     has_audio: bool
 
     @property
@@ -129,7 +130,7 @@ def _walk_packets(container: Any, stream: Any) -> tuple[int, float]:
     frames, end = 0, 0.0
     try:
         for packet in container.demux(stream):
-            if packet.size == 0 or packet.pts is None:
+            if packet.pts is None:  # the flush packet; an empty one with a time repeats a frame (Theora)
                 continue
             frames += 1
             stop = packet.pts + (packet.duration or 0)
