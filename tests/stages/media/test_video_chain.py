@@ -211,3 +211,30 @@ def test_a_source_revocation_reaches_the_video_clips_in_the_shards(tmp_path, set
     assert ShardRows(store).docs(f"{shard.prefix}/{entry.path}") == {video_id}  # both clips map to it
     other = Revocation("r2", "2026-01-01T00:00:00Z", "test", "me", source="elsewhere", license="*")
     assert not affected_documents(store, other).doc_ids
+
+
+def test_the_videos_lance_view_has_a_row_and_a_thumbnail_per_released_clip(tmp_path, settings):
+    import lance
+    from PIL import Image
+
+    from fm_assets.datasets.media_views import THUMBNAIL_SIDE, media_lance_uris, write_media_lance
+
+    store = ObjectStore(str(tmp_path / "root"))
+    pin_tokenizer(store)
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "v.mp4").write_bytes(clip_video(17.0, width=96, height=64, fps=5, seed=12))
+    (folder / "v.txt").write_text("Two clips.")
+    batch = land_batch(store, folder, source="gen", license_id="CC-BY-4.0", namespace="cloud").batch
+    run_chain(store, batch, settings)
+    uris = media_lance_uris(str(tmp_path / "lance" / "documents.lance"))
+    result = write_media_lance(store, uris)
+    assert (result["video"]["rows"], result["image"]["rows"], result["audio"]["rows"]) == (2, 0, 0)
+    rows = lance.dataset(uris["video"]).to_table().to_pylist()
+    assert [(r["clip_start_s"], r["clip_end_s"], r["keyframes"]) for r in rows] == [
+        (0.0, 8.0, 4),
+        (8.0, 16.0, 4),
+    ]
+    thumb = Image.open(io.BytesIO(rows[0]["thumbnail"]))
+    assert thumb.format == "JPEG" and max(thumb.size) == THUMBNAIL_SIDE and thumb.size[0] > thumb.size[1]
+    assert rows[0]["caption"] == "Two clips." and rows[0]["width"] == 96
