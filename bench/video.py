@@ -103,7 +103,7 @@ def bench_validate_clip(videos: list[bytes], repeats: int) -> tuple[dict[str, An
 def reencode(blob: bytes, scale: float = 0.75) -> bytes:
     """The video decoded and encoded again at ``scale`` of its size as VP8 WebM (even sides)."""
     out = io.BytesIO()
-    with av.open(io.BytesIO(blob)) as src, av.open(out, mode="w", format="webm") as dst:
+    with av.open(io.BytesIO(blob), mode="r") as src, av.open(out, mode="w", format="webm") as dst:
         stream = src.streams.video[0]
         rate = stream.average_rate or 10
         width = max(16, int(stream.codec_context.width * scale) // 2 * 2)

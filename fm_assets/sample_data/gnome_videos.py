@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import posixpath
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import lxml.etree as etree
@@ -41,7 +41,7 @@ def _clean(text: str) -> str:
     return _WS.sub(" ", text).strip()
 
 
-def _wanted(package: str) -> object:
+def _wanted(package: str) -> Callable[[str], bool]:
     documents = PACKAGES[package]
 
     def wanted(path: str) -> bool:
@@ -101,7 +101,7 @@ def gnome_video_samples(deb: Path, package: str, package_version: str) -> Iterat
     """One sample per (language, video) with a caption, in sorted key order."""
     pages: dict[str, bytes] = {}
     videos: dict[str, bytes] = {}
-    for path, data in iter_deb_files(deb, _wanted(package), hard_links=True):  # type: ignore[arg-type]
+    for path, data in iter_deb_files(deb, _wanted(package), hard_links=True):
         (pages if path.endswith(".page") else videos)[path] = data
     captions: dict[str, tuple[str, str]] = {}  # video path -> (caption, page)
     for page in sorted(pages):
