@@ -1,7 +1,7 @@
 """The chains of preprocessing stages: the one place that fixes the graph's shape.
 
 Each chain is linear and starts at the landing batch: ``text`` (documents -> packed token shards) and
-``media`` (image-text and audio-text samples -> multimodal shards). Both run on the same partitions.
+``media`` (image-, audio- and video-text samples -> multimodal shards). Both run on the same partitions.
 """
 
 from __future__ import annotations
