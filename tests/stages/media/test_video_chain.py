@@ -238,3 +238,31 @@ def test_the_videos_lance_view_has_a_row_and_a_thumbnail_per_released_clip(tmp_p
     thumb = Image.open(io.BytesIO(rows[0]["thumbnail"]))
     assert thumb.format == "JPEG" and max(thumb.size) == THUMBNAIL_SIDE and thumb.size[0] > thumb.size[1]
     assert rows[0]["caption"] == "Two clips." and rows[0]["width"] == 96
+
+
+def test_a_still_equal_to_a_keyframe_is_not_a_near_duplicate_of_the_clip(tmp_path, settings):
+    from PIL import Image
+
+    from fm_assets.transforms.image.phash import hamming, phash64
+
+    store = ObjectStore(str(tmp_path / "root"))
+    pin_tokenizer(store)
+    frames = moving_frames(96, 64, 45, seed=13)
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "v.mp4").write_bytes(encode_video(frames, fps=5))
+    (folder / "v.txt").write_text("A clip.")
+    still = Image.fromarray(frames[25]).resize((192, 128))  # the clip's middle keyframe (t = 5 s)
+    buffer = io.BytesIO()
+    still.save(buffer, format="PNG")
+    (folder / "still.png").write_bytes(buffer.getvalue())
+    (folder / "still.txt").write_text("A still of the pattern at five seconds.")
+    batch = land_batch(store, folder, source="gen", license_id="CC-BY-4.0", namespace="cloud").batch
+    outcomes = run_chain(store, batch, settings)
+    index_rel = outcomes["media_near_dedup"].success.artifacts["phash_index"]
+    with store.open(index_rel) as handle:
+        index = pq.read_table(handle).to_pylist()
+    clip = next(r for r in index if r["modality"] == "video")
+    assert hamming(phash64(still) & (2**64 - 1), clip["phash"] & (2**64 - 1)) <= 8  # close enough to pair
+    assert {r["modality"] for r in index} == {"image", "video"}
+    assert outcomes["media_near_dedup"].success.rejects_by_reason == {}
