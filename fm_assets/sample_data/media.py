@@ -66,12 +66,13 @@ def _write(
 def fetch_media_sample_data(
     dest: Path,
     *,
-    modalities: Iterable[str] = MEDIA_MODALITIES,
+    modalities: Iterable[str] = (IMAGE, AUDIO),
     max_samples: int | None = None,
     audio_languages: Iterable[str] = LANGUAGES,
     deb_dir: Path | None = None,
 ) -> dict[str, Any]:
-    """Write image-text and/or audio-text samples under ``dest`` and return a summary.
+    """Write image-, audio- and/or video-text samples under ``dest`` and return a summary (by default images
+    and audio, as before videos were added; ``MEDIA_MODALITIES`` is every kind).
 
     ``max_samples`` caps samples per package (evenly spaced over the sorted keys, so a cap still spans
     languages). ``deb_dir``: where to keep downloaded .debs (reused when present); a temporary folder
