@@ -142,6 +142,7 @@ def test_video_chain(tmp_path, settings):
     assert set(index.records["frames"].tolist()) == {4} and index.records["height"].min() == 128
 
 
+@pytest.mark.slow
 def test_video_near_and_exact_duplicates_across_batches(tmp_path, settings):
     store = ObjectStore(str(tmp_path / "root"))
     pin_tokenizer(store)
@@ -173,6 +174,7 @@ def test_video_near_and_exact_duplicates_across_batches(tmp_path, settings):
     assert details["survivor_id"].endswith("@c000") and details["hamming_distance"] <= details["max_distance"]
 
 
+@pytest.mark.slow
 def test_video_shards_are_reproducible(tmp_path, settings):
     shas = []
     for run in ("a", "b"):
