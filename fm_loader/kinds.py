@@ -38,7 +38,7 @@ class SampleKind:
     """What one sample kind plugs into the shared frame.
 
     Attributes:
-        name: The kind (``packed-tokens``, ``image-text``, ``audio-text``).
+        name: The kind (``packed-tokens``, ``image-text``, ``audio-text``, ``video-text``).
         manifest: Its manifest type (``from_doc`` builds one from parsed JSON).
         encode: Its shard writer (bytes of the tar and the index).
         decode_index: Its shard index reader.
@@ -90,6 +90,14 @@ KINDS: dict[str, SampleKind] = {
         encode_media_shard,
         decode_media_index,
         "fm_loader.builders.media:AudioText",
+        "fm_loader.media.verify:verify_media_dataset",
+    ),
+    "video-text": SampleKind(
+        "video-text",
+        MediaManifest,
+        encode_media_shard,
+        decode_media_index,
+        "fm_loader.builders.media:VideoText",
         "fm_loader.media.verify:verify_media_dataset",
     ),
 }

@@ -1,5 +1,6 @@
-"""``fm demo``: real public text (and, unless ``--no-media``, images and audio) -> landing batches -> every
-stage of both chains -> shards read back and decoded, one ``fm_loader`` batch of each kind."""
+"""``fm demo``: real public text (and, unless ``--no-media``, images, audio and videos) -> landing batches ->
+every stage of both chains -> shards read back and decoded, one ``fm_loader`` batch of each kind (the last
+one a video-text batch of keyframes)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from fm_assets.reports.report import build_report
 from fm_assets.settings import Settings
 from fm_assets.side_inputs.tokenizer import pinned_tokenizer
 
+DEMO_VIDEOS_PER_PACKAGE = 4  # languages of the same video are exact duplicates: a few show the dedup
+
 
 def _ensure_sample(root: Path, max_docs: int, console: Console, *, progress: bool) -> dict:
     from fm_assets.sample_data import fetch_sample_data
@@ -32,15 +35,23 @@ def _ensure_sample(root: Path, max_docs: int, console: Console, *, progress: boo
 
 
 def _ensure_media_sample(root: Path, max_samples: int, console: Console) -> dict:
-    """The handbook figures and the English Asterisk prompts (``max_samples`` of each); no packages: none."""
+    """The handbook figures and the English Asterisk prompts (``max_samples`` of each) and a few GNOME help
+    videos per package (``DEMO_VIDEOS_PER_PACKAGE``); no packages: none."""
     from fm_assets.sample_data.media import fetch_media_sample_data
+    from fm_assets.sample_data.media_sample import AUDIO, IMAGE, VIDEO
 
     sample = root / "sample_media"
     summary_file = sample / "summary.json"
     if summary_file.exists():
         return json.loads(summary_file.read_text())
-    console.print(f"fetching real public images and audio into {sample} ...")
-    summary = fetch_media_sample_data(sample, max_samples=max_samples, audio_languages=("en",))
+    console.print(f"fetching real public images, audio and videos into {sample} ...")
+    summary = fetch_media_sample_data(
+        sample, modalities=(IMAGE, AUDIO), max_samples=max_samples, audio_languages=("en",)
+    )
+    videos = fetch_media_sample_data(sample, modalities=(VIDEO,), max_samples=DEMO_VIDEOS_PER_PACKAGE)
+    summary["packages"].update(videos["packages"])
+    summary["errors"] += videos["errors"]
+    summary["total_samples"] += videos["total_samples"]
     for error in summary["errors"]:
         console.print(f"[yellow]media sample data: {error}[/yellow]")
     sample.mkdir(parents=True, exist_ok=True)

@@ -51,7 +51,7 @@ def cmd_sample_data(args: argparse.Namespace, settings: Settings) -> int:
         for name, info in summary["packages"].items():
             table.add_row(name, str(info["docs"]), f"{info['bytes']:,}", info.get("license", "?"))
         out.print(table)
-    if args.modality in ("image", "audio", "all"):
+    if args.modality in ("image", "audio", "video", "all"):
         from fm_assets.sample_data.media import MEDIA_MODALITIES, fetch_media_sample_data
 
         modalities = MEDIA_MODALITIES if args.modality == "all" else (args.modality,)
@@ -478,10 +478,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "sample-data",
-        help="fetch real public data from Debian packages: text as JSONL, image-text and audio-text as key folders",
+        help="fetch real public data from Debian packages: text as JSONL, image-, audio- and video-text as key folders",
     )
     p.add_argument("dest")
-    p.add_argument("--modality", choices=("text", "image", "audio", "all"), default="text")
+    p.add_argument("--modality", choices=("text", "image", "audio", "video", "all"), default="text")
     p.add_argument("--max-docs", type=int, default=None, help="cap text documents per package")
     p.add_argument("--max-samples", type=int, default=None, help="cap image/audio samples per package")
     p.add_argument("--source", choices=("auto", "apt", "python"), default="auto", help="text only")

@@ -122,7 +122,8 @@ def _pair(manifest: Any) -> tuple[str, str]:
 
 
 def base_doc_id(doc_id: str) -> str:
-    """A packed piece ``<id>@<offset>`` (a document split over rows) belongs to document ``<id>``."""
+    """A packed piece ``<id>@<offset>`` (a document split over rows) belongs to document ``<id>``, a video
+    clip ``<id>@c<NNN>`` to video sample ``<id>``."""
     return doc_id.split("@", 1)[0]
 
 

@@ -72,7 +72,7 @@ def release_name(dataset: str, namespace: str) -> str:
     return dataset if namespace == DEFAULT_NAMESPACE else f"{dataset}-{namespace}"
 
 
-MODALITIES = {"image": "image-text", "audio": "audio-text"}  # media modality -> its dataset's suffix
+MODALITIES = {"image": "image-text", "audio": "audio-text", "video": "video-text"}  # media modality -> suffix
 
 
 def media_dataset_name(name: str, modality: str, namespace: str) -> str:
@@ -100,12 +100,13 @@ def lance_uri(cloud_uri: str, namespace: str) -> str:
 
 
 def media_lance_uris(documents_uri: str, namespace: str = DEFAULT_NAMESPACE) -> dict[str, str]:
-    """The images and audio datasets of ``namespace`` beside the documents dataset (``images.lance`` for
+    """The images, audio and video datasets of ``namespace`` beside the documents dataset (``images.lance`` for
     cloud, ``images_<namespace>.lance`` otherwise: namespaces are walls, as for documents)."""
     folder = documents_uri.rsplit("/", 1)[0]
     return {
         "image": lance_uri(f"{folder}/images.lance", namespace),
         "audio": lance_uri(f"{folder}/audio.lance", namespace),
+        "video": lance_uri(f"{folder}/videos.lance", namespace),
     }
 
 

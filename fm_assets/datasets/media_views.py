@@ -1,9 +1,10 @@
-"""The Lance media views: ``images`` (with a JPEG thumbnail per image) and ``audio``, one row per released sample,
-one pair of datasets per release namespace.
+"""The Lance media views: ``images`` (with a JPEG thumbnail per image), ``audio`` and ``videos`` (one row per
+clip, its middle keyframe as the thumbnail), one row per released sample, one set of datasets per release
+namespace.
 
 Rows come from every batch's ``media_shard`` output (the sample's shard and position, shape, caption and its
 token count, licence, namespace, raw and normalized hashes) plus the batch's source; each image's thumbnail
-is made from its normalized bytes, read from the ``media_normalize`` output the shards were built from. Like ``documents_lance``, a dataset is rewritten as a
+(and each clip's) is made from its normalized bytes, read from the ``media_normalize`` output the shards were built from. Like ``documents_lance``, a dataset is rewritten as a
 new Lance version only when its inputs (the ``media_shard`` data versions) changed, the inputs' hash sits in
 the schema metadata, and the write holds the ``lance`` lock. Rows stream batch by batch (bounded memory).
 """
@@ -64,10 +65,33 @@ AUDIO_SCHEMA = pa.schema(
         pa.field("duration_s", pa.float64()),
     ]
 )
-SCHEMAS = {"image": IMAGES_SCHEMA, "audio": AUDIO_SCHEMA}
+VIDEOS_SCHEMA = pa.schema(
+    [
+        *_COMMON,
+        pa.field("caption", pa.large_string()),
+        pa.field("width", pa.int32()),  # the source video's
+        pa.field("height", pa.int32()),
+        pa.field("clip_start_s", pa.float64()),
+        pa.field("clip_end_s", pa.float64()),
+        pa.field("keyframes", pa.int32()),
+        pa.field("thumbnail", pa.binary()),  # the middle keyframe, JPEG, longest side THUMBNAIL_SIDE
+    ]
+)
+SCHEMAS = {"image": IMAGES_SCHEMA, "audio": AUDIO_SCHEMA, "video": VIDEOS_SCHEMA}
+_NORMALIZED = ["doc_id", "modality", "norm_data", "clip_start_s", "clip_end_s", "keyframes"]
 
 
-def _view_row(modality: str, row: dict[str, Any], source: str, media: bytes | None) -> dict[str, Any]:
+def _middle_keyframe(strip: bytes, keyframes: int) -> Image.Image:
+    with Image.open(io.BytesIO(strip)) as image:
+        rgb = image.convert("RGB")
+    height = rgb.height // max(keyframes, 1)
+    top = height * (keyframes // 2)
+    return rgb.crop((0, top, rgb.width, top + height))
+
+
+def _view_row(
+    modality: str, row: dict[str, Any], source: str, normalized: dict[str, Any] | None
+) -> dict[str, Any]:
     common = {field.name: row.get(field.name) for field in _COMMON if field.name != "source"}
     common["source"] = source
     if modality == "audio":
@@ -77,8 +101,20 @@ def _view_row(modality: str, row: dict[str, Any], source: str, media: bytes | No
             "sample_rate": row["sample_rate"],
             "duration_s": row["duration_s"],
         }
-    assert media is not None
-    with Image.open(io.BytesIO(media)) as image:
+    assert normalized is not None
+    if modality == "video":
+        keyframes = int(normalized["keyframes"])
+        return {
+            **common,
+            "caption": row["text"],
+            "width": row["width"],
+            "height": row["height"],
+            "clip_start_s": normalized["clip_start_s"],
+            "clip_end_s": normalized["clip_end_s"],
+            "keyframes": keyframes,
+            "thumbnail": thumbnail(_middle_keyframe(normalized["norm_data"], keyframes), THUMBNAIL_SIDE),
+        }
+    with Image.open(io.BytesIO(normalized["norm_data"])) as image:
         thumb = thumbnail(image.convert("RGB"), THUMBNAIL_SIDE)
     return {
         **common,
@@ -102,7 +138,7 @@ def _iter_rows(
 
 
 def iter_view_batches(store: ObjectStore, modality: str, batches: list[str]) -> Iterator[pa.RecordBatch]:
-    """The view's rows, batch by batch; images read their bytes from ``media_normalize``'s output, the
+    """The view's rows, batch by batch; images and clips read their bytes from ``media_normalize``'s output, the
     stage ``media_shard`` was built from (same samples, same order)."""
     schema = SCHEMAS[modality]
     for batch in batches:
@@ -114,16 +150,14 @@ def iter_view_batches(store: ObjectStore, modality: str, batches: list[str]) -> 
                 f"{SHARD_STAGE}[{batch}] was not built from the current {NORMALIZE_STAGE} output; fm run {batch}"
             )
         media = (
-            (r["doc_id"], r["norm_data"])
-            for r in _iter_rows(store, list(normalized.parts), ["doc_id", "modality", "norm_data"])
-            if r["modality"] == modality
+            r for r in _iter_rows(store, list(normalized.parts), _NORMALIZED) if r["modality"] == modality
         )
         rows: list[dict[str, Any]] = []
         for row in _iter_rows(store, list(shard.parts)):
             if row["modality"] != modality:
                 continue
-            doc_id, data = next(media) if modality == "image" else (row["doc_id"], None)
-            if doc_id != row["doc_id"]:
+            data = next(media) if modality != "audio" else None
+            if data is not None and data["doc_id"] != row["doc_id"]:
                 raise RuntimeError(f"{batch}: {SHARD_STAGE} and {NORMALIZE_STAGE} disagree on sample order")
             rows.append(_view_row(modality, row, source, data))
             if len(rows) == ROWS_PER_WRITE:

@@ -151,9 +151,12 @@ VIEW_ASSETS = [curated_documents, documents_lance]
     group_name="release",
     deps=[MEDIA_SHARD_STAGE],
     required_resource_keys={"store", "lance"},
-    code_version="media-lance-v1",
+    code_version="media-lance-v2",
     pool=LANCE_LOCK,
-    description="Lance datasets images (with thumbnails) and audio: one row per sample in the media shards.",
+    description=(
+        "Lance datasets images (with thumbnails), audio and videos (clip thumbnails): one row per sample in"
+        " the media shards."
+    ),
 )
 def media_lance(context: AssetExecutionContext) -> MaterializeResult:
     store = context.resources.store.store()
@@ -169,9 +172,16 @@ def media_lance(context: AssetExecutionContext) -> MaterializeResult:
         prefix = _prefix(namespace)
         metadata[f"{prefix}images_uri"] = MetadataValue.path(uris["image"])
         metadata[f"{prefix}audio_uri"] = MetadataValue.path(uris["audio"])
+        metadata[f"{prefix}videos_uri"] = MetadataValue.path(uris["video"])
         metadata[f"{prefix}images"] = result["image"]["rows"]
         metadata[f"{prefix}audio"] = result["audio"]["rows"]
-        metadata[ROW_COUNT] = metadata.get(ROW_COUNT, 0) + result["image"]["rows"] + result["audio"]["rows"]
+        metadata[ROW_COUNT] = (
+            metadata.get(ROW_COUNT, 0)
+            + result["image"]["rows"]
+            + result["audio"]["rows"]
+            + result["video"]["rows"]
+        )
+        metadata[f"{prefix}videos"] = result["video"]["rows"]
     return MaterializeResult(
         data_version=DataVersion(stable_hash(sorted(versions.items()))), metadata=metadata
     )

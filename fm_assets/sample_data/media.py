@@ -1,7 +1,9 @@
-"""Fetch real public image-text and audio-text samples from Debian packages, as landing-ready folders.
+"""Fetch real public image-, audio- and video-text samples from Debian packages, as landing-ready folders.
 
 Images: ``debian-handbook`` figures with their captions (``handbook_images``). Audio: Asterisk's core
-prompts in English, French and Spanish with their transcripts (``asterisk_audio``). Each package is
+prompts in English, French and Spanish with their transcripts (``asterisk_audio``). Video: the video figures
+of GNOME's help (``gnome-user-docs``, ``gnome-mahjongg``, ``gnome-devel-docs``) with the Mallard text that
+describes them (``gnome_videos``). Each package is
 written to ``dest/<modality>/<package>/`` as ``key.<ext>`` + ``key.txt`` + ``key.json``, one folder per
 licence, so each can be landed as its own batch (``fm land dest/image/debian-handbook --license ...``).
 Output is a pure function of the package contents and the arguments (sorted keys, evenly spaced caps).
@@ -23,13 +25,15 @@ from fm_assets.sample_data.asterisk_audio import (
     wav_package,
 )
 from fm_assets.sample_data.debian import _apt_download, evenly_spaced
+from fm_assets.sample_data.gnome_videos import PACKAGES as VIDEO_PACKAGES
+from fm_assets.sample_data.gnome_videos import gnome_video_samples
 from fm_assets.sample_data.handbook_images import PACKAGE as HANDBOOK
 from fm_assets.sample_data.handbook_images import handbook_image_samples
-from fm_assets.sample_data.media_sample import AUDIO, IMAGE, MediaSample, write_media_samples
+from fm_assets.sample_data.media_sample import AUDIO, IMAGE, VIDEO, MediaSample, write_media_samples
 
 log = logging.getLogger(__name__)
 
-MEDIA_MODALITIES = (IMAGE, AUDIO)
+MEDIA_MODALITIES = (IMAGE, AUDIO, VIDEO)
 
 
 def package_version(deb: Path) -> str:
@@ -54,7 +58,7 @@ def _write(
     samples: list[MediaSample], folder: Path, modality: str, deb: Path, max_samples: int | None
 ) -> dict[str, Any]:
     chosen = evenly_spaced(samples, max_samples)
-    info = write_media_samples(chosen, folder, "caption" if modality == IMAGE else "transcript")
+    info = write_media_samples(chosen, folder, "transcript" if modality == AUDIO else "caption")
     license_id = chosen[0].meta["license"] if chosen else ""
     return {"modality": modality, "deb": deb.name, "license": license_id, "folder": str(folder), **info}
 
@@ -62,12 +66,13 @@ def _write(
 def fetch_media_sample_data(
     dest: Path,
     *,
-    modalities: Iterable[str] = MEDIA_MODALITIES,
+    modalities: Iterable[str] = (IMAGE, AUDIO),
     max_samples: int | None = None,
     audio_languages: Iterable[str] = LANGUAGES,
     deb_dir: Path | None = None,
 ) -> dict[str, Any]:
-    """Write image-text and/or audio-text samples under ``dest`` and return a summary.
+    """Write image-, audio- and/or video-text samples under ``dest`` and return a summary (by default images
+    and audio, as before videos were added; ``MEDIA_MODALITIES`` is every kind).
 
     ``max_samples`` caps samples per package (evenly spaced over the sorted keys, so a cap still spans
     languages). ``deb_dir``: where to keep downloaded .debs (reused when present); a temporary folder
@@ -85,6 +90,8 @@ def fetch_media_sample_data(
         wanted.append(HANDBOOK)
     if AUDIO in modalities:
         wanted += [pkg for lang in languages for pkg in (wav_package(lang), transcript_package(lang))]
+    if VIDEO in modalities:
+        wanted += list(VIDEO_PACKAGES)
     summary: dict[str, Any] = {"dest": str(dest), "packages": {}, "errors": []}
     with tempfile.TemporaryDirectory(prefix="fm-debs-") as tmp:
         workdir = Path(deb_dir) if deb_dir is not None else Path(tmp)
@@ -107,6 +114,10 @@ def fetch_media_sample_data(
             transcripts = read_transcripts(debs[text], lang)
             samples = list(asterisk_audio_samples(debs[wav], transcripts, lang, package_version(debs[wav])))
             summary["packages"][wav] = _write(samples, dest / AUDIO / wav, AUDIO, debs[wav], max_samples)
+        for pkg in VIDEO_PACKAGES if VIDEO in modalities else ():
+            if pkg in debs:
+                samples = list(gnome_video_samples(debs[pkg], pkg, package_version(debs[pkg])))
+                summary["packages"][pkg] = _write(samples, dest / VIDEO / pkg, VIDEO, debs[pkg], max_samples)
     summary["total_samples"] = sum(p["samples"] for p in summary["packages"].values())
     for name, info in summary["packages"].items():
         log.info("%s: %d %s samples in %s", name, info["samples"], info["modality"], info["folder"])

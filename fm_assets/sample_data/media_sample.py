@@ -18,6 +18,7 @@ from typing import Any
 
 IMAGE = "image"
 AUDIO = "audio"
+VIDEO = "video"
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 The same stage as text ``dedup`` (``engine.kinds.exact_dedup``) keyed by ``media_sha256``: each batch leaves
 ``kept_media.parquet`` (the hashes it kept) for later batches. The same image with two captions is one
-image: the first pair is kept.
+image: the first pair is kept. A video's clips are keyed by the video file's sha256 and the clip index, so
+every clip of a duplicate video file is removed, within the batch and across batches.
 """
 
 from __future__ import annotations
@@ -46,9 +47,15 @@ DUPLICATE_RATE_CHECK = StageCheck(
 )
 
 
+def media_key(media_sha256: str, clip_index: int | None) -> str:
+    """An image's or audio clip's raw sha256; a video clip's is ``<sha256>#<clip index>`` (the same file cut
+    the same way gives the same clips, so a duplicate file's clips all go)."""
+    return media_sha256 if clip_index is None else f"{media_sha256}#{clip_index}"
+
+
 class MediaDedupStage(ExactDedupStage):
     name = "media_dedup"
-    code_version = "media-dedup-v3"  # v3: rejects name the landed file
+    code_version = "media-dedup-v4"  # v3: rejects name the landed file; v4: video clips
     upstream = "media_filter"
     description = "Exact dedup of media by raw-bytes sha256, within the batch and across all earlier batches."
     output_schema = MEDIA_SCHEMA
@@ -58,6 +65,8 @@ class MediaDedupStage(ExactDedupStage):
         index_file=KEPT_MEDIA,
         index_field=pa.field("media_sha256", pa.string()),
         artifact="kept_media",
+        of=media_key,
+        also=("clip_index",),
         in_details=True,
     )
 

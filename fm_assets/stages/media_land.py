@@ -1,4 +1,4 @@
-"""media_land: group the batch's media into image-text and audio-text samples; media bytes into the CAS.
+"""media_land: group the batch's media into image-, audio- and video-text samples; media bytes into the CAS.
 
 Reads what ``transforms.readers.media_samples`` claims as media (files grouped by key, tars, WebDataset tars,
 ``*.media.jsonl``). Groups are cut into units of about ``land_unit_bytes`` (a group never spans units). Each
@@ -61,9 +61,7 @@ class MediaLandStage(Stage):
         "media-land-v5"  # v5: bounded tar decoding, gzip tars keep their last sample, member checks
     )
     upstream = None
-    description = (
-        "Media files, tars and media JSONL -> image/audio samples with their text; media bytes into the CAS."
-    )
+    description = "Media files, tars and media JSONL -> image/audio/video samples with their text; media bytes into the CAS."
     output_schema = MEDIA_SCHEMA
 
     def config(self, ctx: StageContext) -> dict[str, Any]:

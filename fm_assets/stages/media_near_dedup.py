@@ -4,8 +4,10 @@ Each batch leaves ``phash_index.parquet`` (the images it kept: id, pHash, pixel 
 its images' band keys with its own and every earlier index (``transforms.dedup.image_near_dup``: on Spark,
 in-process below ``local_max_nodes``, the same pairs either way), confirms pairs by Hamming distance,
 clusters them and keeps the survivor (earlier batch first, then more pixels, then smallest id). Each removed
-image is a ``near_duplicate`` reject naming its cluster, survivor (and its batch) and distance. Audio passes
-through. Earlier indexes' data versions are in the key; until every earlier landed batch has output the stage
+image is a ``near_duplicate`` reject naming its cluster, survivor (and its batch) and distance. Video clips
+join by the pHash of their middle keyframe (``media_clip``) through the same index and clusters, the
+survivor's pixel count being its video's resolution; pairs of an image and a clip are dropped before
+clustering (the index records each node's modality; an index without one holds images). Audio passes through. Earlier indexes' data versions are in the key; until every earlier landed batch has output the stage
 raises ``EarlierBatchPending``. ``FM_NEAR_DEDUP=0`` turns it into a pass-through, as for text.
 """
 
@@ -33,7 +35,7 @@ from fm_assets.transforms.dedup.image_near_dup import (
     near_duplicate_removals,
     nodes_table,
 )
-from fm_assets.transforms.readers.media_types import IMAGE, MEDIA_SCHEMA
+from fm_assets.transforms.readers.media_types import IMAGE, MEDIA_SCHEMA, VIDEO
 
 PHASH_INDEX = "phash_index.parquet"
 NEAR_DUP = ImageNearDupConfig()
@@ -41,7 +43,7 @@ NEAR_DUP = ImageNearDupConfig()
 
 class MediaNearDedupStage(SparkRemovalStage):
     name = "media_near_dedup"
-    code_version = "media-near-dedup-v3"  # v3: rejects name the landed file
+    code_version = "media-near-dedup-v4"  # v3: rejects name the landed file; v4: video clips
     upstream = "media_dedup"
     description = (
         "Near-duplicate images by pHash banded join (Spark) with a cross-batch index; survivor rule as text."
@@ -64,18 +66,24 @@ class MediaNearDedupStage(SparkRemovalStage):
         ]
         return SideInputs({f"media_near_dedup:{p.batch}": p.data_version for p in priors}, priors)
 
-    def _nodes(self, ctx: StageContext, local_parts: list[str]) -> pa.Table:
+    def _nodes(self, ctx: StageContext, local_parts: list[str]) -> tuple[pa.Table, list[str]]:
+        """The graph's nodes and each node's modality (an index written before videos holds images)."""
         priors: list[PriorOutput] = ctx.side.data
         tables = []
+        modalities: list[str] = []
         for prior in priors:
             with ctx.store.open(prior.artifacts["phash_index"]) as handle:
                 index = pq.read_table(handle)
+            names = index.column_names
+            modalities += index["modality"].to_pylist() if "modality" in names else [IMAGE] * index.num_rows
+            index = index.select([n for n in names if n != "modality"])
             tables.append(index.append_column("prior", pa.array([True] * index.num_rows)).cast(NODES_SCHEMA))
         rows = []
         for path in local_parts:
             table = pq.read_table(path, columns=["doc_id", "modality", "phash", "width", "height"])
             for row in table.to_pylist():
-                if row["modality"] == IMAGE and row["phash"] is not None:
+                if row["modality"] in (IMAGE, VIDEO) and row["phash"] is not None:
+                    modalities.append(row["modality"])
                     rows.append(
                         {
                             "doc_id": row["doc_id"],
@@ -85,10 +93,10 @@ class MediaNearDedupStage(SparkRemovalStage):
                             "prior": False,
                         }
                     )
-        return pa.concat_tables([*tables, nodes_table(rows)])
+        return pa.concat_tables([*tables, nodes_table(rows)]), modalities
 
     def removals(self, ctx: StageContext, local_parts: list[str], output_prefix: str) -> RemovalDecision:
-        nodes = self._nodes(ctx, local_parts)
+        nodes, modalities = self._nodes(ctx, local_parts)
         if nodes.num_rows <= self.near_dup.local_max_nodes:
             engine, pairs = "local", candidate_pairs_local(nodes, self.near_dup)
         else:
@@ -96,6 +104,8 @@ class MediaNearDedupStage(SparkRemovalStage):
                 "spark",
                 candidate_pairs_spark(ctx.resource("spark").session(), nodes, self.near_dup),
             )
+        # a still and a video clip are never duplicates of each other, however close their hashes
+        pairs = [p for p in pairs if modalities[p[0]] == modalities[p[1]]]
         removed = {
             r.doc_id: (
                 REASON,
@@ -113,8 +123,9 @@ class MediaNearDedupStage(SparkRemovalStage):
         prior = nodes["prior"].to_pylist()
         ids = nodes["doc_id"].to_pylist()
         mine = nodes.filter(pa.array([not p for p in prior], type=pa.bool_()))
-        kept = nodes.filter(
-            pa.array([not p and i not in removed for p, i in zip(prior, ids, strict=True)], type=pa.bool_())
+        keep = [not p and i not in removed for p, i in zip(prior, ids, strict=True)]
+        kept = nodes.append_column("modality", pa.array(modalities, pa.string())).filter(
+            pa.array(keep, type=pa.bool_())
         )
         stats = {
             "engine": engine,

@@ -6,7 +6,8 @@ with a Kaiser window, libsndfile version) are the stage config, so a policy chan
 what follows. The normalized bytes go into the record (``norm_data``, with ``norm_sha256``; the raw
 ``media_sha256`` stays as provenance), so they are covered by the unit markers like every output byte (``fm
 verify`` checks them, ``fm repair`` recomputes them); parts roll every ``NORMALIZED_PART_BYTES`` of media. The
-record's shape columns describe the normalized media.
+record's shape columns describe the normalized media. Video clips pass unchanged (``media_clip`` already
+wrote their normalised keyframe strip).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from fm_assets.transforms.audio.resample import AudioNormalizePolicy, normalize_
 from fm_assets.transforms.image.decode import DEFAULT_MAX_PIXELS
 from fm_assets.transforms.image.resize import ImageResizePolicy, normalize_image
 from fm_assets.transforms.media_errors import MediaError
-from fm_assets.transforms.readers.media_types import IMAGE, MEDIA_SCHEMA
+from fm_assets.transforms.readers.media_types import IMAGE, MEDIA_SCHEMA, VIDEO
 
 IMAGE_POLICY = ImageResizePolicy()
 AUDIO_POLICY = AudioNormalizePolicy()
@@ -32,7 +33,7 @@ EXTENSION = {"jpeg": "jpg", "png": "png", "flac": "flac", "wav": "wav"}
 
 class MediaNormalizeStage(RecordStage):
     name = "media_normalize"
-    code_version = "media-normalize-v3"  # v3: rejects name the landed file
+    code_version = "media-normalize-v4"  # v3: rejects name the landed file; v4: video clips
     upstream = "media_near_dedup"
     description = (
         "Image resize policy and audio resample to 16 kHz mono (policies in the stage key); bytes to the CAS."
@@ -51,6 +52,8 @@ class MediaNormalizeStage(RecordStage):
         }
 
     def judge(self, ctx: StageContext, record: dict[str, Any], metrics: dict[str, Any]) -> Verdict:
+        if record["modality"] == VIDEO:  # media_clip wrote the normalised keyframe strip
+            return Verdict.kept(record)
         data = read_media(ctx.store, record["media_sha256"])
         try:
             if record["modality"] == IMAGE:

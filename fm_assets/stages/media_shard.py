@@ -1,11 +1,12 @@
 """media_shard: normalized samples -> multimodal WebDataset shards (``fm_loader.media``) and their manifests.
 
-One unit per upstream part; a shard holds one modality, so each unit writes image shards and audio shards
-of at most ``rows_per_shard`` samples, in part order (the samples of one shard are in memory at once). A sample is ``<key>.<jpg|flac>``, ``<key>.txt`` and
+One unit per upstream part; a shard holds one modality, so each unit writes image, audio and video shards
+of at most ``rows_per_shard`` samples, in part order (the samples of one shard are in memory at once). A sample is ``<key>.<jpg|flac|strip.jpg>``, ``<key>.txt`` and
 ``<key>.json`` (licence, provenance down to the raw CAS hash, namespace, the caption's token ids under the
-pinned tokenizer, and the measured shape); the writer fixes member order and headers, so shards are
+pinned tokenizer, and the measured shape; a video clip's ``keyframes`` and, in its provenance, the clip's
+index and time range in its video); the writer fixes member order and headers, so shards are
 byte-for-byte reproducible, and its sample index carries per-sample checksums and shapes. ``complete``
-writes ``manifest-image.json`` / ``manifest-audio.json`` (``MediaManifest``) for the partition. Checks:
+writes ``manifest-image.json`` / ``manifest-audio.json`` / ``manifest-video.json`` (``MediaManifest``) for the partition. Checks:
 every shard matches its manifest sha256, and ``bucket_balance`` reports how the images spread over the
 loader's aspect-ratio buckets.
 """
@@ -26,14 +27,14 @@ from fm_assets.engine.records import StageSuccess, UnitMarker
 from fm_assets.engine.stage import SideInputs, Stage, StageContext, UnitContext, UnitResult
 from fm_assets.engine.store import ObjectStore
 from fm_assets.side_inputs.tokenizer import PinnedTokenizer, pinned_tokenizer
-from fm_assets.transforms.readers.media_types import AUDIO, IMAGE
+from fm_assets.transforms.readers.media_types import AUDIO, IMAGE, VIDEO
 from fm_loader.media.buckets import DEFAULT_BUCKETS
 from fm_loader.media.format import MediaSample, encode_media_shard
 from fm_loader.media.manifest import MediaManifest, MediaShardEntry
 
-MANIFESTS = {IMAGE: "manifest-image.json", AUDIO: "manifest-audio.json"}
-MODALITY_NAME = {IMAGE: "image-text", AUDIO: "audio-text"}
-SHARD_TAG = {IMAGE: "img", AUDIO: "aud"}
+MANIFESTS = {IMAGE: "manifest-image.json", AUDIO: "manifest-audio.json", VIDEO: "manifest-video.json"}
+MODALITY_NAME = {IMAGE: "image-text", AUDIO: "audio-text", VIDEO: "video-text"}
+SHARD_TAG = {IMAGE: "img", AUDIO: "aud", VIDEO: "vid"}
 READ_ROWS = 64  # samples read from a part at a time (each holds its normalized media)
 MAX_BUCKET_SHARE = 0.9  # one aspect-ratio bucket holding more than this starves the others' batches
 
@@ -105,7 +106,7 @@ def check_bucket_balance(store: ObjectStore, success: StageSuccess, stage: Any) 
 
 class MediaShardStage(Stage):
     name = "media_shard"
-    code_version = "media-shard-v2"
+    code_version = "media-shard-v3"
     upstream = "media_normalize"
     description = (
         "Multimodal WebDataset shards (fm_loader.media: per-sample checksums and shapes) + manifests."
@@ -141,15 +142,15 @@ class MediaShardStage(Stage):
         tokenize = pinned.vocab_size < 65536  # the shard index stores caption token ids as uint16
         per_shard = ctx.settings.rows_per_shard
         records_in = 0
-        pending: dict[str, list[dict[str, Any]]] = {IMAGE: [], AUDIO: []}
-        entries: dict[str, list[dict[str, Any]]] = {IMAGE: [], AUDIO: []}
+        pending: dict[str, list[dict[str, Any]]] = {m: [] for m in MODALITY_NAME}
+        entries: dict[str, list[dict[str, Any]]] = {m: [] for m in MODALITY_NAME}
         for part in unit.unit.inputs:
             for record in (r for b in unit.iter_batches(part, batch_size=READ_ROWS) for r in b.to_pylist()):
                 records_in += 1
                 pending[record["modality"]].append(record)
                 if len(pending[record["modality"]]) == per_shard:
                     self._write_shard(unit, record["modality"], pending, entries, tokenize)
-        for modality in (IMAGE, AUDIO):
+        for modality in MODALITY_NAME:
             if pending[modality]:
                 self._write_shard(unit, modality, pending, entries, tokenize)
         return UnitResult(
@@ -173,7 +174,7 @@ class MediaShardStage(Stage):
         def samples() -> Iterator[MediaSample]:
             for position, record in enumerate(records):
                 tokens = pinned.tokenizer.encode(record["text"]).ids if tokenize else []
-                key = record["doc_id"].replace(":", "_")
+                key = record["doc_id"].replace(":", "_").replace("@", "-")
                 rows.append(
                     {
                         **{
@@ -202,6 +203,15 @@ class MediaShardStage(Stage):
                         "normalized_sha256": record["norm_sha256"],
                     },
                 }
+                if record["modality"] == VIDEO:
+                    meta["keyframes"] = record["keyframes"]
+                    meta["provenance"]["clip"] = {
+                        "index": record["clip_index"],
+                        "start_s": record["clip_start_s"],
+                        "end_s": record["clip_end_s"],
+                        "video_duration_s": record["duration_s"],
+                        "video_format": record["media_format"],
+                    }
                 if tokenize:
                     meta["caption_tokens"] = tokens
                     meta["tokenizer_sha256"] = pinned.sha256
@@ -220,8 +230,10 @@ class MediaShardStage(Stage):
         manifests: dict[str, str] = {}
         samples: dict[str, int] = {}
         namespace = read_batch_manifest(ctx.store, ctx.batch).namespace
-        for modality in (IMAGE, AUDIO):
-            shards = [MediaShardEntry(**entry) for m in markers for entry in m.extra["entries"][modality]]
+        for modality in MODALITY_NAME:
+            shards = [
+                MediaShardEntry(**entry) for m in markers for entry in m.extra["entries"].get(modality, [])
+            ]
             if not shards:
                 continue
             manifest = MediaManifest(

@@ -3,7 +3,9 @@
 Images are opened under a pixel budget (``max_pixels``: a decompression bomb is a reject, not an OOM),
 fully decoded (truncated or corrupt data is a reject) and get their 64-bit pHash and dHash here, while the
 pixels are in memory. Audio is probed and decoded (zero-length, unsupported codec and corrupt data are
-rejects). Every reject carries the decoder's reason and details; the ``decode_failure_rate`` check reports
+rejects). Video is probed with PyAV from its header and packets, never fully decoded
+(``transforms.video.probe``: codec, duration, frame rate, resolution, frame count, audio track;
+``resolution_too_large`` is refused from the header). Every reject carries the decoder's reason and details; the ``decode_failure_rate`` check reports
 the share that failed.
 """
 
@@ -23,8 +25,10 @@ from fm_assets.transforms.audio.decode import decode_audio, probe_audio
 from fm_assets.transforms.image.decode import DEFAULT_MAX_PIXELS, decode_image, probe_image
 from fm_assets.transforms.image.phash import dhash64, phash64
 from fm_assets.transforms.media_errors import MediaError
-from fm_assets.transforms.readers.media_types import IMAGE, MEDIA_SCHEMA
+from fm_assets.transforms.readers.media_types import IMAGE, MEDIA_SCHEMA, VIDEO
+from fm_assets.transforms.video.probe import VideoLimits, probe_video
 
+VIDEO_LIMITS = VideoLimits()
 MAX_DECODE_FAILURE_RATE = 0.5  # above this share the batch's media is suspect (wrong delivery, broken export)
 
 
@@ -59,10 +63,11 @@ def check_decode_failure_rate(store: ObjectStore, success: StageSuccess, stage: 
 
 class MediaValidateStage(RecordStage):
     name = "media_validate"
-    code_version = "media-validate-v3"  # v3: rejects name the landed file
+    code_version = "media-validate-v4"  # v3: rejects name the landed file; v4: video clips
     upstream = "media_land"
     description = (
-        "Decode images (pixel budget, pHash/dHash) and audio (rate, channels, duration); failures rejected."
+        "Decode images (pixel budget, pHash/dHash) and audio (rate, channels, duration), probe video; failures"
+        " rejected."
     )
     output_schema = MEDIA_SCHEMA
     checks = (
@@ -76,12 +81,21 @@ class MediaValidateStage(RecordStage):
     )
 
     def config(self, ctx: StageContext) -> dict[str, Any]:
-        return {"max_pixels": DEFAULT_MAX_PIXELS, "hashes": ["phash64", "dhash64"]}
+        return {
+            "max_pixels": DEFAULT_MAX_PIXELS,
+            "hashes": ["phash64", "dhash64"],
+            "video": VIDEO_LIMITS.config(),
+        }
 
     def judge(self, ctx: StageContext, record: dict[str, Any], metrics: dict[str, Any]) -> Verdict:
         data = read_media(ctx.store, record["media_sha256"])
         try:
-            fields = self._image(data) if record["modality"] == IMAGE else self._audio(data)
+            if record["modality"] == IMAGE:
+                fields = self._image(data)
+            elif record["modality"] == VIDEO:
+                fields = self._video(data)
+            else:
+                fields = self._audio(data)
         except MediaError as error:
             return Verdict.drop(error.reason, {**error.details, "modality": record["modality"]})
         metrics[f"{record['modality']}s_decoded"] = metrics.get(f"{record['modality']}s_decoded", 0) + 1
@@ -97,6 +111,19 @@ class MediaValidateStage(RecordStage):
             "height": image.size[1],
             "phash": phash64(image),
             "dhash": dhash64(image),
+        }
+
+    @staticmethod
+    def _video(data: bytes) -> dict[str, Any]:
+        info = probe_video(data, VIDEO_LIMITS)
+        return {
+            "media_format": info.media_format,
+            "width": info.width,
+            "height": info.height,
+            "duration_s": info.duration_s,
+            "fps": info.fps,
+            "frame_count": info.frames,
+            "has_audio": info.has_audio,
         }
 
     @staticmethod

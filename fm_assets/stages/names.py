@@ -2,7 +2,7 @@
 CLI need only these).
 
 Two chains run on the same landing partitions: ``text`` (documents into packed token shards) and ``media``
-(image-text and audio-text samples into multimodal shards). The chain names are also the Dagster asset
+(image-, audio- and video-text samples into multimodal shards). The chain names are also the Dagster asset
 group names. There is no name for "the stages" that silently means one chain: say ``CHAIN_NAMES[TEXT]``
 or ``ALL_STAGE_NAMES``. ``registry.check_chain`` asserts that these lists and the stage classes agree.
 """
@@ -28,6 +28,7 @@ CHAIN_NAMES: dict[str, list[str]] = {
     MEDIA: [
         "media_land",
         "media_validate",
+        "media_clip",
         "media_filter",
         "media_dedup",
         "media_near_dedup",

@@ -1,7 +1,7 @@
 """The chains of preprocessing stages: the one place that fixes the graph's shape.
 
 Each chain is linear and starts at the landing batch: ``text`` (documents -> packed token shards) and
-``media`` (image-text and audio-text samples -> multimodal shards). Both run on the same partitions.
+``media`` (image-, audio- and video-text samples -> multimodal shards). Both run on the same partitions.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from fm_assets.stages import (
     dedup,
     filter,
     land,
+    media_clip,
     media_dedup,
     media_filter,
     media_land,
@@ -51,6 +52,7 @@ TEXT_STAGES: list[Stage] = [
 MEDIA_STAGES: list[Stage] = [
     media_land.STAGE,
     media_validate.STAGE,
+    media_clip.STAGE,
     media_filter.STAGE,
     media_dedup.STAGE,
     media_near_dedup.STAGE,

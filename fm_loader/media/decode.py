@@ -72,6 +72,35 @@ def decode_image(media: bytes | memoryview, out_height: int, out_width: int) -> 
         raise ValueError(f"image does not decode ({exc})") from exc
 
 
+def decode_strip(media: bytes | memoryview, keyframes: int, out_height: int, out_width: int) -> np.ndarray:
+    """Decode a video clip's keyframe strip (``keyframes`` frames stacked vertically in one JPEG) and fit each
+    frame to ``(out_height, out_width)`` as :func:`decode_image` fits an image.
+
+    Returns:
+        ``(keyframes, out_height, out_width, 3)`` uint8 RGB.
+
+    Raises:
+        ValueError: The bytes do not decode or the strip's height is not ``keyframes`` equal frames.
+    """
+    _require_pillow()
+    assert Image is not None
+    try:
+        with Image.open(io.BytesIO(media)) as image:
+            rgb = image.convert("RGB")
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise ValueError(f"keyframe strip does not decode ({exc})") from exc
+    width, height = rgb.size
+    if keyframes < 1 or height % keyframes:
+        raise ValueError(f"a {width}x{height} strip does not hold {keyframes} frames of equal height")
+    frame = height // keyframes
+    left, top, right, bottom = center_box(width, frame, out_height, out_width)
+    out = np.empty((keyframes, out_height, out_width, 3), dtype=np.uint8)
+    for i in range(keyframes):
+        box = (left, top + i * frame, right, bottom + i * frame)
+        out[i] = np.asarray(rgb.resize((out_width, out_height), Image.Resampling.BILINEAR, box=box))
+    return out
+
+
 def decode_audio(media: bytes | memoryview) -> tuple[np.ndarray, int]:
     """Decode a WAV or FLAC clip to mono float32 in [-1, 1] (channels averaged).
 

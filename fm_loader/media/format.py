@@ -1,13 +1,14 @@
-"""The media shard format: WebDataset ``.tar`` files of image-text or audio-text samples plus a sample index.
+"""The media shard format: WebDataset ``.tar`` files of image-, audio- or video-text samples plus a sample index.
 
 A shard ``<name>.tar`` holds, for each sample (key ``<name>/<sample key>``: unique across shards, which
 Energon requires, and traceable to the shard), three members in this order:
 
-* ``<key>.<jpg|png|flac|wav>`` - the media bytes as given;
+* ``<key>.<jpg|png|flac|wav|strip.jpg>`` - the media bytes as given (``strip.jpg``: a video clip's F
+  keyframes stacked vertically in one JPEG; its ``.json`` says ``keyframes``, the index's ``frames``);
 * ``<key>.txt``  - the caption or transcript, UTF-8;
 * ``<key>.json`` - the sample's metadata (provenance, licence, optional ``caption_tokens``) with the shape
-  fields measured from the media headers: ``width``/``height`` for images, ``sample_rate``/``frames``/
-  ``channels``/``duration_s`` for audio. Sorted keys, no whitespace.
+  fields measured from the media headers: ``width``/``height`` for images (and for one keyframe of a video
+  clip, with ``keyframes``), ``sample_rate``/``frames``/``channels``/``duration_s`` for audio. Sorted keys, no whitespace.
 
 Tar headers are written exactly as the text format writes them (:mod:`fm_loader.format`: ustar, mtime 0,
 uid/gid 0, no owner names), so identical samples give identical bytes and ``webdataset`` reads the tar as it is.
@@ -56,6 +57,7 @@ __all__ = [
     "MEDIA_KIND",
     "REQUIRED_META",
     "SHAPE_FIELDS",
+    "VIDEO_EXTS",
     "CorruptMediaIndexError",
     "EncodedMediaShard",
     "MediaIndex",
@@ -74,19 +76,23 @@ __all__ = [
 
 IMAGE_EXTS = ("jpg", "png")
 AUDIO_EXTS = ("flac", "wav")
-MEDIA_EXTS = IMAGE_EXTS + AUDIO_EXTS
+VIDEO_EXTS = ("strip.jpg",)  # a clip's F keyframes stacked vertically in one JPEG
+MEDIA_EXTS = IMAGE_EXTS + AUDIO_EXTS + VIDEO_EXTS
 MEDIA_KIND = {ext: code for code, ext in enumerate(MEDIA_EXTS)}  # the index's media_kind byte
 _PIL_FORMATS = {"jpg": "JPEG", "png": "PNG"}
 SHAPE_FIELDS = {
     "image": ("width", "height"),
     "audio": ("sample_rate", "frames", "channels", "duration_s"),
+    "video": ("width", "height", "keyframes"),
 }
 REQUIRED_META = ("licence", "provenance")
 KEY_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,128}")
 
 
 def modality_of(ext: str) -> str:
-    """``"image"`` for jpg/png, ``"audio"`` for flac/wav."""
+    """``"image"`` for jpg/png, ``"audio"`` for flac/wav, ``"video"`` for a keyframe strip."""
+    if ext in VIDEO_EXTS:
+        return "video"
     return "image" if ext in IMAGE_EXTS else "audio"
 
 
@@ -136,6 +142,8 @@ class MediaShape:
     def as_meta(self, modality: str) -> dict[str, Any]:
         if modality == "image":
             return {"width": self.width, "height": self.height}
+        if modality == "video":  # width/height of one keyframe
+            return {"width": self.width, "height": self.height, "keyframes": self.frames}
         duration = round(self.frames / self.sample_rate, 6)
         return {
             "sample_rate": self.sample_rate,
@@ -145,7 +153,7 @@ class MediaShape:
         }
 
 
-def probe_shape(media: bytes, ext: str, where: str) -> MediaShape:
+def probe_shape(media: bytes, ext: str, where: str, keyframes: int = 0) -> MediaShape:
     """Measure an image's size or an audio clip's rate, channels and frames from its headers.
 
     Args:
@@ -157,6 +165,14 @@ def probe_shape(media: bytes, ext: str, where: str) -> MediaShape:
         ValueError: The bytes are not a readable ``ext`` file.
         ImportError: Pillow (images) or soundfile (audio) is not installed.
     """
+    if ext in VIDEO_EXTS:
+        strip = probe_shape(media, "jpg", where)
+        if keyframes < 1 or strip.height % keyframes:
+            raise ValueError(
+                f"{where}: a {strip.width}x{strip.height} keyframe strip does not hold meta['keyframes']="
+                f"{keyframes!r} frames of equal height"
+            )
+        return MediaShape(width=strip.width, height=strip.height // keyframes, frames=keyframes)
     if ext in IMAGE_EXTS:
         try:
             from PIL import Image
@@ -215,7 +231,8 @@ def sample_json(sample: MediaSample, shape: MediaShape, where: str) -> bytes:
         same = math.isclose(given, value, abs_tol=1e-3) if name == "duration_s" else given == value
         if not same:
             raise ValueError(f"{where}: meta says {name}={given!r} but the media has {value!r}")
-    other = [name for name in SHAPE_FIELDS["audio" if modality == "image" else "image"] if name in meta]
+    foreign = {f for kind, names in SHAPE_FIELDS.items() if kind != modality for f in names}
+    other = [name for name in sorted(foreign - set(SHAPE_FIELDS[modality])) if name in meta]
     if other:
         raise ValueError(f"{where}: an {modality} sample's meta has {other}; drop them")
     if "caption_tokens" in meta:
@@ -330,7 +347,8 @@ def encode_media_shard(samples: Iterable[MediaSample], shard_name: str) -> Encod
         except UnicodeEncodeError as exc:
             raise ValueError(f"{where}: text is not valid UTF-8 ({exc})") from exc
         media = bytes(sample.media)
-        shape = probe_shape(media, sample.media_ext, where)
+        keyframes = sample.meta.get("keyframes", 0) if isinstance(sample.meta, Mapping) else 0
+        shape = probe_shape(media, sample.media_ext, where, keyframes if isinstance(keyframes, int) else 0)
         meta = sample_json(sample, shape, where)
         n_caption_tokens = len(sample.meta.get("caption_tokens", ()))
         base = f"{shard_name}/{sample.key}"
@@ -385,6 +403,8 @@ def encode_media_shard(samples: Iterable[MediaSample], shard_name: str) -> Encod
 def shape_summary(records: np.ndarray) -> dict[str, Any]:
     """The per-shard shape summary the manifest carries (see :attr:`MediaShardInfo.shape_summary`)."""
     summary: dict[str, Any] = {"caption_tokens_max": int(records["caption_tokens"].max(initial=0))}
+    if len(records) and int(records["media_kind"][0]) == MEDIA_KIND[VIDEO_EXTS[0]]:
+        summary["keyframes"] = sorted({int(f) for f in records["frames"]})
     if int(records["width"].max(initial=0)) > 0:
         widths, heights = records["width"], records["height"]
         summary.update(

@@ -17,7 +17,7 @@ from fm_loader.manifest_base import Manifest
 from fm_loader.media.format import MEDIA_FORMAT_VERSION, MediaShardInfo, media_schema_fingerprint
 from fm_loader.storage import resolve_uri
 
-MODALITIES = ("image-text", "audio-text")
+MODALITIES = ("image-text", "audio-text", "video-text")
 MANIFEST_KIND = "fm_loader.media-manifest"
 
 
@@ -71,7 +71,7 @@ class MediaManifest(Manifest):
     Attributes:
         name: Dataset name.
         version: Dataset version (or partition).
-        modality: ``"image-text"`` or ``"audio-text"``; every shard holds that modality.
+        modality: ``"image-text"``, ``"audio-text"`` or ``"video-text"``; every shard holds that modality.
         code_version: Version of the code that made the dataset.
         shards: The shards, in order.
         namespace: The tenant namespace of every sample (``cloud``, ``on_device``, ...); a trainer names the

@@ -190,7 +190,9 @@ def test_quarantine_is_processed_only_after_a_recorded_promotion(world):
     assert "awaiting review" in world["run_unreviewed"].stderr
     assert world["promote_anonymous"].returncode == 2 and "--reviewer" in world["promote_anonymous"].stderr
     assert world["promote"].returncode == 0, world["promote"].stderr
-    assert world["second_run"].returncode == 1, world["second_run"].stderr  # the vendor batch is still held back
+    assert world["second_run"].returncode == 1, world[
+        "second_run"
+    ].stderr  # the vendor batch is still held back
     assert f"held back {world['quarantine']}" not in world["second_run"].stderr
     record = world["store"].read_json(f"compliance/promotions/{world['quarantine']}.json")
     assert (record["reviewer"], record["to"], record["from_namespace"]) == ("jane.doe", "cloud", "quarantine")

@@ -136,7 +136,7 @@ def test_output_is_reproducible_and_capped(tmp_path):
     )
     assert digest(tmp_path / "a") == digest(tmp_path / "b") and len(digest(tmp_path / "a")) == 6
     with pytest.raises(ValueError):
-        fetch_media_sample_data(tmp_path / "c", modalities=("video",), deb_dir=debs)
+        fetch_media_sample_data(tmp_path / "c", modalities=("hologram",), deb_dir=debs)
 
 
 @pytest.mark.slow

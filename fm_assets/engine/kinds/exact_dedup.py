@@ -37,7 +37,8 @@ class DedupKey:
     index_file: str  # per-batch parquet of kept keys (with doc_id), read by later batches
     index_field: pa.Field  # the key's column in that file
     artifact: str  # the index's name in the stage's artifacts
-    of: Callable[[Any], Any] = _same  # column value -> key
+    of: Callable[..., Any] = _same  # column value (then the ``also`` columns' values) -> key
+    also: tuple[str, ...] = ()  # further columns the key is computed from
     in_details: bool = False  # name the key in each reject's details (under ``column``)
 
 
@@ -74,12 +75,11 @@ class ExactDedupStage(RemovalStage):
         for unit in units:
             for part in unit.inputs:
                 for rows in iter_parquet_batches(
-                    ctx.store, part, columns=["doc_id", key.column], batch_size=self.batch_rows
+                    ctx.store, part, columns=["doc_id", key.column, *key.also], batch_size=self.batch_rows
                 ):
-                    for doc_id, value in zip(
-                        rows["doc_id"].to_pylist(), rows[key.column].to_pylist(), strict=True
-                    ):
-                        digest = key.of(value)
+                    values = zip(*(rows[c].to_pylist() for c in (key.column, *key.also)), strict=True)
+                    for doc_id, value in zip(rows["doc_id"].to_pylist(), values, strict=True):
+                        digest = key.of(*value)
                         first_batch, first_doc = seen.setdefault(digest, (ctx.batch, doc_id))
                         if (first_batch, first_doc) == (ctx.batch, doc_id):
                             kept_keys.append(digest)

@@ -1,13 +1,14 @@
 """Media samples in a landed batch: which files are media, how they group into samples, and reading them.
 
-Three ways to deliver image-text and audio-text samples, one rule each:
+Three ways to deliver image-text, audio-text and video-text samples, one rule each:
 
-* **files grouped by key**: ``dir/key.jpg`` (or any image/audio extension) with ``dir/key.txt`` or
+* **files grouped by key**: ``dir/key.jpg`` (or any image/audio/video extension: ``.mp4``, ``.webm``,
+  ``.ogv``, ``.mkv``, ``.mov``) with ``dir/key.txt`` or
   ``dir/key.json`` beside it (the key is the path without its last suffix). The ``.txt`` holds the caption
   or transcript; a ``.json`` holds it under ``caption``, ``text``, ``alt`` or ``transcript``.
 * **a tar** (plain or WebDataset): consecutive members sharing a WebDataset key (the member path up to the
   first dot of its file name) form one sample, e.g. ``0001.jpg`` + ``0001.txt``.
-* **JSON lines naming media** (``*.media.jsonl``): one object per line with ``image`` or ``audio`` (a path
+* **JSON lines naming media** (``*.media.jsonl``): one object per line with ``image``, ``audio`` or ``video`` (a path
   relative to the JSONL file's folder, landed in the same batch) and ``caption``/``text``/``transcript``.
 
 Everything here is claimed by the media chain (``media_claims``); the text ``land`` stage records those files
@@ -45,7 +46,7 @@ from .media_types import (
 from .types import raw_prefix
 
 TEXT_FIELDS = ("caption", "text", "alt", "transcript")
-MEDIA_FIELDS = ("image", "audio", "path")
+MEDIA_FIELDS = ("image", "audio", "video", "path")
 
 # reject reasons (stable names: rejects tables and audit reports key on them)
 MISSING_MEDIA = "missing_media"
@@ -380,7 +381,7 @@ def iter_jsonl_samples(
             ext = extension(media_path)
             copy = landed(media_path)
             if copy is None or modality_of(ext) is None:
-                why = "not landed in this batch" if copy is None else "not an image or audio extension"
+                why = "not landed in this batch" if copy is None else "not an image, audio or video extension"
                 yield MediaProblem(
                     key, index, origin, MISSING_MEDIA, {"path": media_path, "why": why}, raw_prefix(line)
                 )

@@ -14,9 +14,11 @@ import pyarrow as pa
 
 IMAGE = "image"
 AUDIO = "audio"
+VIDEO = "video"
 
 IMAGE_EXTENSIONS = frozenset({"jpg", "jpeg", "png", "webp", "gif", "bmp", "tif", "tiff"})
 AUDIO_EXTENSIONS = frozenset({"wav", "flac", "mp3", "ogg", "opus"})
+VIDEO_EXTENSIONS = frozenset({"mp4", "webm", "ogv", "mkv", "mov"})
 TEXT_EXTENSIONS = ("txt", "json")  # a sample's caption or transcript, in this order of preference
 TAR_EXTENSION = "tar"
 MEDIA_JSONL_SUFFIX = ".media.jsonl"  # JSON lines naming media files by path, each with its text
@@ -32,7 +34,7 @@ MEDIA_SCHEMA = pa.schema(
         pa.field("record_index", pa.int64(), nullable=False),  # sample number inside that file
         pa.field("origin", pa.string(), nullable=False),  # landed path (+ "#key" inside a tar or JSONL)
         pa.field("key", pa.string(), nullable=False),  # the sample key (WebDataset __key__)
-        pa.field("modality", pa.string(), nullable=False),  # image | audio
+        pa.field("modality", pa.string(), nullable=False),  # image | audio | video
         pa.field("media_sha256", pa.string(), nullable=False),  # raw media bytes, in cas/
         pa.field("media_ext", pa.string(), nullable=False),
         pa.field("media_bytes", pa.int64(), nullable=False),
@@ -52,6 +54,15 @@ MEDIA_SCHEMA = pa.schema(
         pa.field("norm_ext", pa.string()),
         pa.field("norm_bytes", pa.int64()),
         pa.field("norm_data", pa.large_binary()),  # the normalized media as it goes into the shard
+        # video: filled by media_validate (the whole file) and media_clip (one record per clip)
+        pa.field("fps", pa.float64()),
+        pa.field("frame_count", pa.int64()),
+        pa.field("has_audio", pa.bool_()),
+        pa.field("clip_index", pa.int32()),
+        pa.field("clip_start_s", pa.float64()),
+        pa.field("clip_end_s", pa.float64()),
+        pa.field("keyframes", pa.int32()),  # keyframes in the clip's strip (norm_data)
+        pa.field("keyframe_phashes", pa.list_(pa.uint64())),
     ]
 )
 
@@ -67,4 +78,6 @@ def modality_of(ext: str) -> str | None:
         return IMAGE
     if ext in AUDIO_EXTENSIONS:
         return AUDIO
+    if ext in VIDEO_EXTENSIONS:
+        return VIDEO
     return None

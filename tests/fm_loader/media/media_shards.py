@@ -86,3 +86,34 @@ def write_dataset(
     manifest = MediaManifest(modality=modality, shards=entries, **fields)  # type: ignore[arg-type]
     manifest.save(str(folder / "manifest.json"))
     return manifest
+
+
+# (width, height, keyframes) of the generated video clips: two frame counts, three aspect ratios
+VIDEO_SHAPES = [(64, 48, 4), (48, 64, 4), (96, 48, 3), (64, 48, 3), (80, 48, 4)]
+
+
+def frame_level(sample: int, frame: int) -> int:
+    """The grey level of keyframe ``frame`` of clip ``sample``: tells frames and samples apart after decoding."""
+    return 16 + (sample * 37 + frame * 53) % 224
+
+
+def strip_bytes(width: int, height: int, levels: list[int]) -> bytes:
+    """A keyframe strip: one flat grey frame per level, stacked vertically, as one JPEG."""
+    pixels = np.concatenate([np.full((height, width, 3), level, np.uint8) for level in levels])
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, format="JPEG", quality=95)
+    return out.getvalue()
+
+
+def video_samples(n: int, start: int = 0) -> list[MediaSample]:
+    out = []
+    for i in range(start, start + n):
+        width, height, keyframes = VIDEO_SHAPES[i % len(VIDEO_SHAPES)]
+        levels = [frame_level(i, f) for f in range(keyframes)]
+        extra = {"caption_tokens": [i % 1000, 7], "keyframes": keyframes}
+        out.append(
+            MediaSample(
+                f"vid{i:06d}", strip_bytes(width, height, levels), "strip.jpg", f"clip {i}", meta(i, **extra)
+            )
+        )
+    return out

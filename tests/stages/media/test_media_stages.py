@@ -18,7 +18,7 @@ from fm_assets.engine.stage import StageContext
 from fm_assets.engine.store import ObjectStore
 from fm_assets.reports.report import iter_rejects
 from fm_assets.side_inputs.tokenizer import TokenizerRegistry
-from fm_assets.stages import land
+from fm_assets.stages import land, media_near_dedup
 from fm_assets.stages.registry import MEDIA_STAGES
 from fm_loader.media.manifest import MediaManifest
 
@@ -164,7 +164,6 @@ def test_media_stages_are_pure_when_every_committed_unit_is_recomputed(tmp_path,
 @pytest.mark.spark
 def test_near_dedup_on_spark_writes_what_the_in_process_join_writes(tmp_path, settings, monkeypatch):
     from fm_assets.defs.resources.spark import SparkResource
-    from fm_assets.stages import media_near_dedup
     from fm_assets.transforms.dedup.image_near_dup import ImageNearDupConfig
 
     results = {}
@@ -183,7 +182,7 @@ def test_near_dedup_on_spark_writes_what_the_in_process_join_writes(tmp_path, se
             batch_id="b1",
         ).batch
         outcomes = {}
-        for stage in MEDIA_STAGES[:5]:
+        for stage in MEDIA_STAGES[: MEDIA_STAGES.index(media_near_dedup.STAGE) + 1]:
             ctx = StageContext(
                 store, batch, settings, {"spark": SparkResource(master="local[2]", shuffle_partitions=2)}
             )

@@ -1,0 +1,227 @@
+"""Benchmark the video path on the CPU; prints one JSON object.
+
+- ``validate_clip_keyframes``: probe (``media_validate``) + clip windows + keyframe strips (``media_clip``) per
+  distinct video: clips/s and video-seconds per CPU-second (``time.process_time``, so other load on the
+  machine does not count) and per wall-second;
+- ``near_dup_recall``: every distinct video re-encoded at 3/4 size in another codec; the share of its clips
+  whose middle-keyframe pHash is within ``max_distance`` of the original clip's (what ``media_near_dedup``
+  joins on), and the share of clip pairs of *different* videos within it (false matches);
+- ``loader_cpu``: the clips written as a video-text release and read with ``fm_loader.Loader``: keyframes
+  (frames) and samples per second, decoded on the CPU. There is no GPU decode path yet (``gpu``: null).
+
+Data: the real GNOME help videos of ``fm sample-data --modality video`` (``--data``, fetched into a
+temporary folder when not given), falling back to generated test videos when apt is not reachable
+(``"source": "fixtures"``). Each timing is the best of ``--repeats`` runs.
+
+Usage: python bench/video.py [--data DIR] [--videos 12] [--repeats 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import av  # noqa: E402
+import numpy as np  # noqa: E402
+
+from fm_assets.transforms.dedup.image_near_dup import ImageNearDupConfig  # noqa: E402
+from fm_assets.transforms.image.phash import hamming  # noqa: E402
+from fm_assets.transforms.video.clips import STRIP_EXT, Clip, ClipPolicy, extract_clips  # noqa: E402
+from fm_assets.transforms.video.probe import VideoLimits, probe_video  # noqa: E402
+
+POLICY = ClipPolicy()
+LIMITS = VideoLimits()
+VIDEO_SUFFIXES = (".webm", ".ogv", ".mp4", ".mkv", ".mov")
+
+
+def timed(fn: Callable[[], Any], repeats: int) -> tuple[float, float, Any]:
+    """(best CPU seconds, best wall seconds, the last result) over ``repeats`` calls."""
+    cpu, wall, result = [], [], None
+    for _ in range(repeats):
+        c0, w0 = time.process_time(), time.perf_counter()
+        result = fn()
+        cpu.append(time.process_time() - c0)
+        wall.append(time.perf_counter() - w0)
+    return min(cpu), min(wall), result
+
+
+def load_videos(data: Path | None, limit: int) -> tuple[str, list[bytes]]:
+    """Distinct video files (by sha256) of the sample data, at most ``limit``."""
+    if data is None:
+        from fm_assets.sample_data.media import fetch_media_sample_data
+
+        data = Path(tempfile.mkdtemp(prefix="fm-bench-video-"))
+        fetch_media_sample_data(data, modalities=("video",))
+    found: dict[str, bytes] = {}
+    for path in sorted(data.rglob("*")):
+        if path.suffix.lower() in VIDEO_SUFFIXES:
+            blob = path.read_bytes()
+            found.setdefault(hashlib.sha256(blob).hexdigest(), blob)
+    if found:
+        return "debian", list(found.values())[:limit]
+    from tests import video_fixtures as fx
+
+    return "fixtures", [fx.clip_video(12.0, 320, 240, fps=10, seed=s) for s in range(limit)]
+
+
+def validate_and_clip(videos: list[bytes]) -> list[list[Clip]]:
+    out = []
+    for blob in videos:
+        info = probe_video(blob, LIMITS)
+        out.append(extract_clips(blob, info.duration_s, POLICY))
+    return out
+
+
+def bench_validate_clip(videos: list[bytes], repeats: int) -> tuple[dict[str, Any], list[list[Clip]]]:
+    seconds = sum(probe_video(v, LIMITS).duration_s for v in videos)
+    cpu, wall, clips = timed(lambda: validate_and_clip(videos), repeats)
+    count = sum(len(c) for c in clips)
+    return {
+        "videos": len(videos),
+        "video_seconds": round(seconds, 2),
+        "clips": count,
+        "clips_per_cpu_s": round(count / cpu, 2),
+        "clips_per_wall_s": round(count / wall, 2),
+        "video_seconds_per_cpu_s": round(seconds / cpu, 2),
+        "policy": POLICY.config(),
+    }, clips
+
+
+def reencode(blob: bytes, scale: float = 0.75) -> bytes:
+    """The video decoded and encoded again at ``scale`` of its size as VP8 WebM (even sides)."""
+    out = io.BytesIO()
+    with av.open(io.BytesIO(blob), mode="r") as src, av.open(out, mode="w", format="webm") as dst:
+        stream = src.streams.video[0]
+        rate = stream.average_rate or 10
+        width = max(16, int(stream.codec_context.width * scale) // 2 * 2)
+        height = max(16, int(stream.codec_context.height * scale) // 2 * 2)
+        enc = dst.add_stream("libvpx", rate=rate)
+        enc.width, enc.height, enc.pix_fmt = width, height, "yuv420p"
+        enc.time_base = stream.time_base  # keep every frame's time: clip windows must cut the same moments
+        enc.options = {"b": "800k"}
+        for packet in src.demux(stream):
+            if packet.size == 0 and packet.pts is not None:
+                continue
+            for frame in packet.decode():
+                scaled = frame.reformat(width=width, height=height, format="yuv420p")
+                scaled.pts, scaled.time_base = frame.pts, frame.time_base
+                for out_packet in enc.encode(scaled):
+                    dst.mux(out_packet)
+        for out_packet in enc.encode():
+            dst.mux(out_packet)
+    return out.getvalue()
+
+
+def bench_near_dup(videos: list[bytes], originals: list[list[Clip]]) -> dict[str, Any]:
+    max_distance = ImageNearDupConfig().max_distance
+    found = pairs = 0
+    distances = []
+    for blob, clips in zip(videos, originals, strict=True):
+        copy = reencode(blob)
+        copies = extract_clips(copy, probe_video(copy, LIMITS).duration_s, POLICY)
+        for a, b in zip(clips, copies, strict=False):
+            middle = len(a.phashes) // 2
+            distance = hamming(a.phashes[middle], b.phashes[middle])
+            distances.append(distance)
+            pairs += 1
+            found += distance <= max_distance
+    mids = [(v, c.phashes[len(c.phashes) // 2]) for v, clips in enumerate(originals) for c in clips]
+    cross = [hamming(a, b) for i, (va, a) in enumerate(mids) for vb, b in mids[i + 1 :] if va != vb]
+    return {
+        "copy": "3/4 size, re-encoded VP8 WebM",
+        "max_distance": max_distance,
+        "clip_pairs": pairs,
+        "recall": round(found / pairs, 4) if pairs else None,
+        "distance_median": float(np.median(distances)) if distances else None,
+        "different_video_pairs": len(cross),
+        "false_match_rate": round(sum(d <= max_distance for d in cross) / len(cross), 4) if cross else None,
+    }
+
+
+def bench_loader(clips: list[list[Clip]], repeats: int) -> dict[str, Any]:
+    from fm_loader import Loader
+    from fm_loader.media.format import MediaSample, encode_media_shard
+    from fm_loader.media.manifest import MediaManifest, MediaShardEntry
+
+    samples = [
+        MediaSample(
+            f"c{v:03d}x{c.index:03d}",
+            c.strip,
+            STRIP_EXT,
+            f"clip {c.index} of video {v}",
+            {"licence": "CC-BY-SA-3.0", "provenance": {"video": v}, "keyframes": c.keyframes},
+        )
+        for v, video in enumerate(clips)
+        for c in video
+    ]
+    folder = Path(tempfile.mkdtemp(prefix="fm-bench-video-release-"))
+    encoded = encode_media_shard(samples, "shard-000000")
+    for name, data in encoded.files.items():
+        (folder / name).write_bytes(data)
+    manifest = MediaManifest(
+        name="bench-video-text",
+        version="v1",
+        modality="video-text",
+        code_version="bench",
+        shards=[MediaShardEntry.from_info(encoded.info)],
+    )
+    manifest.save(str(folder / "manifest.json"))
+
+    def read_all() -> tuple[int, int]:
+        frames = count = 0
+        with Loader(str(folder / "manifest.json"), 8, seed=0, prefetch=0) as loader:
+            for batch in loader:
+                valid = batch["frame_mask"]
+                frames += int(valid.sum())
+                count += int(batch["valid"].sum())
+        return frames, count
+
+    cpu, wall, (frames, count) = timed(read_all, repeats)
+    return {
+        "samples": count,
+        "frames": frames,
+        "frames_per_cpu_s": round(frames / cpu, 1),
+        "frames_per_wall_s": round(frames / wall, 1),
+        "samples_per_wall_s": round(count / wall, 1),
+        "global_batch_size": 8,
+        "decode": "cpu (Pillow JPEG)",
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument(
+        "--data", type=Path, default=None, help="output folder of fm sample-data --modality video"
+    )
+    parser.add_argument("--videos", type=int, default=12)
+    parser.add_argument("--repeats", type=int, default=2)
+    args = parser.parse_args()
+    source, videos = load_videos(args.data, args.videos)
+    validate, clips = bench_validate_clip(videos, args.repeats)
+    result = {
+        "source": source,
+        "pyav": av.__version__,
+        "cpu": os.cpu_count(),
+        "validate_clip_keyframes": validate,
+        "near_dup_recall": bench_near_dup(videos, clips),
+        "loader_cpu": bench_loader(clips, args.repeats),
+        "gpu": None,  # no GPU keyframe decode path yet
+    }
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()

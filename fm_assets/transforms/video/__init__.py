@@ -1,0 +1,1 @@
+"""Video transforms: probe a container from its headers and packets, cut clips and extract their keyframes."""

@@ -1,0 +1,111 @@
+"""Video probe, clip windows, keyframe strips and the video rules, on videos PyAV encodes for each test."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from PIL import Image
+from video_fixtures import audio_only, black_video, clip_video, encode_video, moving_frames
+
+from fm_assets.transforms.media_errors import UNSUPPORTED_CODEC, MediaError
+from fm_assets.transforms.video.clips import ClipPolicy, extract_clips
+from fm_assets.transforms.video.probe import (
+    CORRUPT_VIDEO,
+    NO_VIDEO_STREAM,
+    RESOLUTION_TOO_LARGE,
+    TRUNCATED_VIDEO,
+    VIDEO_TOO_LONG,
+    VideoLimits,
+    probe_video,
+)
+from fm_assets.transforms.video.rules import (
+    BLANK_FRAMES,
+    RESOLUTION_TOO_SMALL,
+    STATIC_CLIP,
+    VideoRules,
+    judge_clip,
+    judge_video,
+)
+
+LIMITS = VideoLimits()
+
+
+@pytest.mark.parametrize(
+    ("container", "codec", "name"),
+    [
+        ("mp4", "mpeg4", "mpeg4"),
+        ("webm", "libvpx", "vp8"),
+        ("matroska", "mpeg4", "mpeg4"),
+        ("mov", "libx264", "h264"),
+    ],
+)
+def test_probe_measures_every_container(container: str, codec: str, name: str) -> None:
+    info = probe_video(clip_video(3.0, width=80, height=48, fps=10, container=container, codec=codec), LIMITS)
+    assert (info.codec, info.width, info.height, info.frames) == (name, 80, 48, 30)
+    assert info.duration_s == pytest.approx(3.0, abs=0.11)
+    assert info.fps == pytest.approx(10.0)
+    assert info.has_audio is False
+
+
+def test_probe_sees_the_audio_track() -> None:
+    assert probe_video(encode_video(moving_frames(64, 48, 20), audio=True), LIMITS).has_audio is True
+
+
+def _reason(data: bytes, limits: VideoLimits = LIMITS) -> tuple[str, dict]:
+    with pytest.raises(MediaError) as caught:
+        probe_video(data, limits)
+    return caught.value.reason, dict(caught.value.details)
+
+
+def test_rejects_name_the_measured_value() -> None:
+    mp4 = clip_video(5.0)
+    webm = clip_video(5.0, container="webm", codec="libvpx")
+    assert _reason(mp4[: len(mp4) // 2])[0] == TRUNCATED_VIDEO  # the mp4 index was never written
+    reason, details = _reason(webm[: len(webm) * 6 // 10])
+    assert reason == TRUNCATED_VIDEO and details["declared_duration_s"] == 5.0 and 0 < details["value"] < 4.5
+    assert _reason(b"not a video at all" * 40)[0] == CORRUPT_VIDEO
+    assert _reason(mp4[:40] + b"\0" * 50 + mp4[90:])[0] == CORRUPT_VIDEO
+    assert _reason(audio_only()) == (NO_VIDEO_STREAM, {"streams": ["audio"], "bytes": len(audio_only())})
+    reason, details = _reason(clip_video(3.0), VideoLimits(max_duration_s=2.0))
+    assert reason == VIDEO_TOO_LONG and details["value"] == pytest.approx(3.0) and details["threshold"] == 2.0
+    reason, details = _reason(clip_video(3.0), VideoLimits(codecs=("h264",)))
+    assert (reason, details["value"]) == (UNSUPPORTED_CODEC, "mpeg4")
+
+
+def test_resolution_is_refused_from_the_header(monkeypatch: pytest.MonkeyPatch) -> None:
+    import fm_assets.transforms.video.probe as probe
+
+    def no_decode(data: bytes) -> None:
+        raise AssertionError("decoded a frame of a video the header already refuses")
+
+    monkeypatch.setattr(probe, "_decode_first_frame", no_decode)
+    reason, details = _reason(clip_video(2.0, width=320, height=240), VideoLimits(max_pixels=320 * 200))
+    assert reason == RESOLUTION_TOO_LARGE and details["value"] == [320, 240]
+
+
+def test_clips_are_fixed_windows_with_evenly_spaced_keyframes() -> None:
+    policy = ClipPolicy(window_s=2.0, min_clip_s=1.5, keyframes=4, short_side=64)
+    assert policy.windows(5.0) == [(0.0, 2.0), (2.0, 4.0)]  # the 1 s remainder is too short
+    assert policy.windows(5.6) == [(0.0, 2.0), (2.0, 4.0), (4.0, 5.6)]
+    clips = extract_clips(clip_video(5.0, width=96, height=48), 5.0, policy)
+    assert [(c.start_s, c.end_s) for c in clips] == [(0.0, 2.0), (2.0, 4.0)]
+    strip = Image.open(io.BytesIO(clips[0].strip))
+    assert strip.format == "JPEG" and strip.size == (128, 64 * 4)
+    assert (clips[0].frame_width, clips[0].frame_height, clips[0].keyframes) == (128, 64, 4)
+    assert len(set(clips[0].phashes)) > 1 and clips[0].motion > 0.01
+    again = extract_clips(clip_video(5.0, width=96, height=48), 5.0, policy)
+    assert [c.strip for c in again] == [c.strip for c in clips]  # same bytes on a re-run
+
+
+def test_static_and_black_clips_are_measured_and_judged() -> None:
+    rules = VideoRules()
+    static = extract_clips(clip_video(3.0, static=True), 3.0, ClipPolicy())[0]
+    black = extract_clips(black_video(3.0), 3.0, ClipPolicy())[0]
+    moving = extract_clips(clip_video(3.0), 3.0, ClipPolicy())[0]
+    verdict = judge_clip(static.motion, static.blank_fraction, rules)
+    assert (verdict.reason, verdict.details["threshold"]) == (STATIC_CLIP, rules.min_motion)
+    assert judge_clip(black.motion, black.blank_fraction, rules).reason == BLANK_FRAMES
+    assert judge_clip(moving.motion, moving.blank_fraction, rules).keep
+    small = judge_video(3.0, 40, 24, rules)
+    assert (small.reason, small.details["value"]) == (RESOLUTION_TOO_SMALL, [40, 24])
