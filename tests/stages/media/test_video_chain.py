@@ -219,7 +219,8 @@ def test_the_videos_lance_view_has_a_row_and_a_thumbnail_per_released_clip(tmp_p
     import lance
     from PIL import Image
 
-    from fm_assets.datasets.media_views import THUMBNAIL_SIDE, media_lance_uris, write_media_lance
+    from fm_assets.compliance.namespaces import media_lance_uris
+    from fm_assets.datasets.media_views import THUMBNAIL_SIDE, write_media_lance
 
     store = ObjectStore(str(tmp_path / "root"))
     pin_tokenizer(store)
