@@ -223,8 +223,13 @@ def _report_held_back(settings: Settings) -> list[dict[str, str]]:
 
 
 def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
-    from fm_assets.reports.report import build_report
+    from fm_assets.reports.report import NoSuchBatchOrStage, build_report, check_batches
 
+    try:  # a batch named that is not landed is a typo, not an empty report
+        check_batches(_store(settings), args.batches or [])
+    except NoSuchBatchOrStage as exc:
+        console.print(f"fm report: {exc}", style="red", markup=False, highlight=False)
+        return 2
     if args.cost:
         from fm_assets.cli.cost import print_cost
 

@@ -88,14 +88,20 @@ class NotRunError(LookupError):
     """The batch is landed, but has no output of the stage(s) asked about yet."""
 
 
+def check_batches(store: ObjectStore, batches: list[str]) -> None:
+    """Raise ``NoSuchBatchOrStage`` for the first of ``batches`` that is no complete landed batch."""
+    for batch in batches:
+        if not store.exists(layout.batch_manifest(batch)):
+            raise NoSuchBatchOrStage(
+                f"no complete landing batch {batch!r} under {store.uri('landing')} (`fm report` lists the batches)"
+            )
+
+
 def rejects_scope(store: ObjectStore, batch: str, stage: str | None = None) -> list[str]:
     """The stages whose current output ``iter_rejects`` reads for ``batch``. Raises ``NoSuchBatchOrStage`` for
     an id that is no complete landed batch or an unknown stage name, ``NotRunError`` when none of them has
     output yet, so a caller can tell a typo or a batch not run from a clean batch (no rejects)."""
-    if not store.exists(layout.batch_manifest(batch)):
-        raise NoSuchBatchOrStage(
-            f"no complete landing batch {batch!r} under {store.uri('landing')} (`fm report` lists the batches)"
-        )
+    check_batches(store, [batch])
     if stage is not None and stage not in ALL_STAGE_NAMES:
         raise NoSuchBatchOrStage(f"no stage {stage!r}; stages are {', '.join(ALL_STAGE_NAMES)}")
     ran = [name for name in ([stage] if stage else stages_of(store, batch)) if read_ref(store, name, batch)]

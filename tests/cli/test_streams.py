@@ -139,3 +139,11 @@ def test_a_narrow_terminal_shows_whole_batch_ids(root, tmp_path):
     assert any(batch in line for line in screen.getvalue().splitlines()), (
         screen.getvalue()
     )  # whole, on one line
+
+
+def test_report_of_a_batch_that_is_not_landed_is_a_one_line_error(root, tmp_path):
+    typo = fm(root, "report", "20260101T000000Z-nothing-here", "--json")
+    assert typo.returncode == 2, typo.stderr
+    assert typo.stdout == "" and len(typo.stderr.strip().splitlines()) == 1
+    assert "no complete landing batch '20260101T000000Z-nothing-here'" in typo.stderr
+    assert "Traceback" not in typo.stderr

@@ -11,8 +11,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sample_licence import package_licence
-
 from fm_assets.defs.resources.pipeline_config import PipelineConfigResource
 from fm_assets.engine import layout
 from fm_assets.engine.landing import land_batch
@@ -48,6 +46,9 @@ def settings(**overrides: Any) -> PipelineConfigResource:
 
 
 def land_sample(root: Path, sample: dict) -> ObjectStore:
+    # imported here: this module is also shipped to Spark executors and subprocesses, which have only its folder
+    from sample_licence import package_licence
+
     store = ObjectStore(str(root))
     dest = Path(sample["dest"])
     licence = package_licence(
