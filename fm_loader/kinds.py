@@ -97,7 +97,7 @@ KINDS: dict[str, SampleKind] = {
         MediaManifest,
         encode_media_shard,
         decode_media_index,
-        "fm_loader.builders.media:VideoText",
+        "fm_loader.builders.video:VideoText",
         "fm_loader.media.verify:verify_media_dataset",
     ),
 }

@@ -1,0 +1,75 @@
+"""Video-text batches: a clip's keyframe strip decoded to ``(F, 3, H, W)``, bucketed by (aspect ratio, keyframe
+count). Everything else (stream, plan, state, resume, corrupt-sample handling) is the image-text builder's."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from fm_loader.builders.media import BatchSpec, ImageText
+from fm_loader.media.decode import decode_strip
+from fm_loader.media.manifest import MediaManifest
+from fm_loader.media.plan import BucketPlanner, PlannedBatch
+
+if TYPE_CHECKING:
+    from fm_loader.loader import Loader
+
+
+class VideoText(ImageText):
+    """Video-text batches: keyframe strips bucketed by (aspect ratio, keyframe count), one bucket a batch.
+
+    The buckets are the image buckets times the keyframe counts found in the manifests' shape summaries
+    (``frame_counts``); a batch's frames are ``(B, F, 3, H, W)``. The plan, state and resume are the image
+    planner's, so the same global batches come out under any world size.
+    """
+
+    modality = "video-text"
+
+    def __init__(self, loader: Loader, manifests: list[MediaManifest]) -> None:
+        counts = sorted(
+            {int(f) for m in manifests for s in m.shards for f in s.shape_summary.get("keyframes", [])}
+        )
+        self.frame_counts = counts or [1]
+        super().__init__(loader, manifests)
+        self.planner = BucketPlanner(
+            self.stream,
+            self._bucket_ids,
+            len(self.buckets) * len(self.frame_counts),
+            loader.global_batch_size,
+        )
+
+    @property
+    def layout(self) -> str:
+        return f"{self.buckets.fingerprint}|frames={self.frame_counts}"
+
+    def _shard_buckets(self, source: int, shard: int) -> np.ndarray:
+        found = self._bucket_cache.get((source, shard))
+        if found is None:
+            records = self.sources[source].index(shard).records
+            aspect = self.buckets.bucket_ids(records["width"], records["height"]).astype(np.int64)
+            frames = np.searchsorted(np.array(self.frame_counts), records["frames"].astype(np.int64))
+            found = aspect * len(self.frame_counts) + frames
+            if len(self._bucket_cache) >= 4096:
+                self._bucket_cache.clear()
+            self._bucket_cache[(source, shard)] = found
+        return found
+
+    def _spec(self, planned: PlannedBatch) -> BatchSpec:
+        aspect, frames = divmod(planned.bucket, len(self.frame_counts))
+        return BatchSpec(
+            planned, self._rank_refs(planned), (self.frame_counts[frames], *self.buckets.shapes[aspect])
+        )
+
+    def _buffers(self, n: int, shape: tuple[int, ...]) -> dict[str, Any]:
+        return {"frames": np.zeros((n, shape[0], 3, *shape[1:]), dtype=np.uint8)}
+
+    def _decode(self, out: dict[str, Any], slot: int, media: memoryview, shape: tuple[int, ...]) -> None:
+        out["frames"][slot] = decode_strip(media, shape[0], shape[1], shape[2]).transpose(0, 3, 1, 2)
+
+    def _finish(self, batch: dict[str, Any], out: dict[str, Any], spec: BatchSpec) -> None:
+        frames = out["frames"]
+        batch["frames"] = torch.from_numpy(frames)
+        batch["frame_mask"] = torch.from_numpy(np.repeat(out["valid"][:, None], frames.shape[1], axis=1))
+        batch["bucket"] = torch.tensor(spec.planned.bucket, dtype=torch.int64)
