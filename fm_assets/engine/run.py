@@ -34,6 +34,7 @@ from fm_assets.engine.pool import (
     WorkerLostError,
     can_start_processes,
     dump_job,
+    preload_in_workers,
     resolve_workers,
     run_in_process,
     run_on_processes,
@@ -518,6 +519,7 @@ def resolve_upstream(store: ObjectStore, stage: Stage, batch: str) -> StageInput
 
 def run_stage(stage: Stage, ctx: StageContext) -> StageOutcome:
     """Execute ``stage`` for ``ctx.batch`` under the stage contract and return the StageOutcome."""
+    preload_in_workers(stage.worker_modules)
     upstream = ctx.upstream if ctx.upstream is not None else resolve_upstream(ctx.store, stage, ctx.batch)
     ctx = with_inputs(ctx, upstream, ctx.side)
     side = stage.side_inputs(ctx)
