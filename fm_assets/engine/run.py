@@ -142,6 +142,8 @@ class StageRun:
         self.spark = spark
         self.verify_cache_hits = verify_cache_hits
         self.upstream_files = dict(upstream_files or {})
+        self.units_wall = 0.0  # wall seconds this run spent running units (the rest is the driver's)
+        self.units_where = "in-process"  # where they ran: in-process, N worker processes, spark
         self.upstream_label = upstream_label
         self.key = stable_hash(
             {"code_version": code_version, "config": config, "inputs": self.input_versions}
@@ -208,7 +210,9 @@ class StageRun:
 
         try:
             bar.update(len(units) - len(tasks))
+            units_started = time.perf_counter()
             self._run_units(tasks, process, on_done, advance)
+            self.units_wall = time.perf_counter() - units_started
         finally:
             bar.close()
         ordered = [markers[index] for index in range(len(units))]
@@ -234,6 +238,7 @@ class StageRun:
                 raise StageContractError(
                     f"{self.label}: FM_UNIT_EXECUTOR=spark, but this run has no 'spark' resource to run units on"
                 )
+            self.units_where = "spark"
             payload = dump_job(job)
             if isinstance(payload, str):
                 raise StageContractError(
@@ -254,6 +259,7 @@ class StageRun:
             )
             return
         workers = min(resolve_workers(self.workers), len(tasks))
+        self.units_where = f"{workers} worker processes" if workers > 1 else "in-process"
         if workers <= 1:
             run_in_process(job, tasks, on_done, advance)
             return
@@ -264,6 +270,7 @@ class StageRun:
                 self.label,
                 payload,
             )
+            self.units_where = "in-process"
             run_in_process(job, tasks, on_done, advance)
             return
         started = time.perf_counter()
@@ -425,6 +432,10 @@ class StageRun:
                     files[name]["bytes"] for m in ordered for name in m.files if name in files
                 ),
                 "bytes_stored": sum(entry["bytes"] for entry in files.values()),
+                # the scale split (bench/scale.py): wall in units vs the driver's own, and where units ran
+                "units_wall_seconds": round(self.units_wall, 4),
+                "unit_seconds": round(sum(m.seconds for m in ordered), 4),
+                "units_where": self.units_where,
             },
         )
         self.store.write_json(layout.success_marker(self.prefix), success.to_json())
