@@ -40,6 +40,8 @@ def test_one_and_two_workers_write_the_same_bytes_in_every_stage(
     package = sorted(real_sample["packages"])[0]
     source = Path(real_sample["dest"]) / package
     monkeypatch.setenv("FM_SPARK_MASTER", "local[1]")  # near_dedup stays below the in-process threshold
+    monkeypatch.setenv("FM_PACK_TOKENS_PER_UNIT", "100000")  # several pack units from a small batch
+    monkeypatch.setenv("FM_MIN_PACKING_EFFICIENCY", "0.5")  # ... each with its own partial last row
     results = {}
     for workers in (1, 2):
         root = fm_env.parent / f"root-w{workers}"
