@@ -160,7 +160,7 @@ def stage_split(root: Path) -> dict[str, dict]:
             if ref is None:
                 continue
             success = read_success(store, stage, batch)
-            wall = ref.wall_seconds or 0.0
+            wall = ref.last_wall_seconds or 0.0
             units_wall = float(success.cost.get("units_wall_seconds", 0.0))
             row["wall_s"] += wall
             row["units_wall_s"] += units_wall
