@@ -7,16 +7,16 @@ import io
 from collections.abc import Callable
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-
 PNG_METADATA = {"Software": None}  # matplotlib writes its version here by default
 MAX_LANGUAGES = 12
 
 
 def _png(draw: Callable[[Any], None], size: tuple[float, float] = (7.0, 3.2)) -> bytes:
+    import matplotlib  # imported when a card is drawn, not with the code location
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     figure, axes = plt.subplots(figsize=size, dpi=100)
     try:
         draw(axes)

@@ -18,25 +18,20 @@ Both are shared state written by whichever run materializes them, so each sync i
 ``lance``) on a local root, and the Dagster pools of the same names on the assets (``defs/views.py``).
 """
 
+from __future__ import annotations
+
 import itertools
 import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from functools import cache
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyiceberg.catalog import Catalog
-from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
-from pyiceberg.expressions import EqualTo, NotEqualTo
-from pyiceberg.partitioning import PartitionField, PartitionSpec
-from pyiceberg.schema import Schema
-from pyiceberg.table import Table
-from pyiceberg.transforms import IdentityTransform
-from pyiceberg.types import FloatType, LongType, NestedField, StringType
 
 from fm_assets.compliance.namespaces import (
     DEFAULT_NAMESPACE,
@@ -50,6 +45,12 @@ from fm_assets.engine.landing import LandingError
 from fm_assets.engine.locks import store_lock
 from fm_assets.engine.refs import batches_with_ref, read_ref, read_success
 from fm_assets.engine.store import ObjectStore
+
+if TYPE_CHECKING:  # pyiceberg is imported where a view is written, not with the code location
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.partitioning import PartitionSpec
+    from pyiceberg.schema import Schema
+    from pyiceberg.table import Table
 
 log = logging.getLogger(__name__)
 
@@ -68,25 +69,41 @@ COMMIT_ATTEMPTS = 5
 TABLE_PROPERTIES = {"commit.retry.num-retries": "0"}
 T = TypeVar("T")
 
-CURATED_SCHEMA = Schema(
-    NestedField(1, "doc_id", StringType(), required=True),
-    NestedField(2, "batch", StringType(), required=True),
-    NestedField(3, "source", StringType(), required=True),
-    NestedField(4, "license", StringType(), required=True),
-    NestedField(5, "namespace", StringType(), required=True),
-    NestedField(6, "cas_hash", StringType(), required=True),
-    NestedField(7, "record_index", LongType(), required=True),
-    NestedField(8, "url", StringType(), required=False),
-    NestedField(9, "lang", StringType(), required=False),
-    NestedField(10, "lang_score", FloatType(), required=False),
-    NestedField(11, "quality_score", FloatType(), required=False),
-    NestedField(12, "pii_flags", StringType(), required=False),
-    NestedField(13, "text", StringType(), required=True),
-    NestedField(14, "n_chars", LongType(), required=True),
-)
-CURATED_PARTITIONING = PartitionSpec(
-    PartitionField(source_id=2, field_id=1000, transform=IdentityTransform(), name="batch")
-)
+
+@cache
+def curated_schema() -> Schema:
+    """The curated documents table's Iceberg schema."""
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import FloatType, LongType, NestedField, StringType
+
+    return Schema(
+        NestedField(1, "doc_id", StringType(), required=True),
+        NestedField(2, "batch", StringType(), required=True),
+        NestedField(3, "source", StringType(), required=True),
+        NestedField(4, "license", StringType(), required=True),
+        NestedField(5, "namespace", StringType(), required=True),
+        NestedField(6, "cas_hash", StringType(), required=True),
+        NestedField(7, "record_index", LongType(), required=True),
+        NestedField(8, "url", StringType(), required=False),
+        NestedField(9, "lang", StringType(), required=False),
+        NestedField(10, "lang_score", FloatType(), required=False),
+        NestedField(11, "quality_score", FloatType(), required=False),
+        NestedField(12, "pii_flags", StringType(), required=False),
+        NestedField(13, "text", StringType(), required=True),
+        NestedField(14, "n_chars", LongType(), required=True),
+    )
+
+
+@cache
+def curated_partitioning() -> PartitionSpec:
+    """The curated table is partitioned by batch (identity)."""
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.transforms import IdentityTransform
+
+    return PartitionSpec(
+        PartitionField(source_id=2, field_id=1000, transform=IdentityTransform(), name="batch")
+    )
+
 
 LANCE_SCHEMA = pa.schema(
     [
@@ -131,6 +148,8 @@ class CuratedSync:
 
 def curated_table(catalog: Catalog, namespace: str = DEFAULT_NAMESPACE) -> Table:
     """``namespace``'s curated documents table (``fm.curated_documents`` for cloud), created on first use."""
+    from pyiceberg.exceptions import NoSuchTableError
+
     name = curated_table_name(namespace)
     try:
         return catalog.load_table(name)
@@ -138,8 +157,8 @@ def curated_table(catalog: Catalog, namespace: str = DEFAULT_NAMESPACE) -> Table
         log.info("creating Iceberg table %s", name)
         return catalog.create_table_if_not_exists(
             name,
-            schema=CURATED_SCHEMA,
-            partition_spec=CURATED_PARTITIONING,
+            schema=curated_schema(),
+            partition_spec=curated_partitioning(),
             properties=TABLE_PROPERTIES,
         )
 
@@ -218,6 +237,8 @@ def sync_curated_namespaces(store: ObjectStore, catalog: Catalog) -> dict[str, C
 
 def foreign_rows(table: Table, namespace: str) -> int:
     """Rows of ``table``'s current snapshot whose namespace column is not ``namespace`` (the wall: 0)."""
+    from pyiceberg.expressions import NotEqualTo
+
     if table.current_snapshot() is None:
         return 0
     scan = table.scan(row_filter=NotEqualTo("namespace", namespace), selected_fields=("doc_id",))
@@ -253,6 +274,8 @@ def sync_curated_documents(
 
 def commit_with_retries(attempt: Callable[[int], T], what: str, attempts: int = COMMIT_ATTEMPTS) -> T:
     """Run ``attempt(n)`` until its commit is not beaten by a concurrent writer (backoff between tries)."""
+    from pyiceberg.exceptions import CommitFailedException
+
     for n in range(attempts):
         try:
             return attempt(n)
@@ -279,6 +302,7 @@ def _sync_curated_documents(
 ) -> CuratedSync:
     # _dataframe_to_data_files writes Parquet data files for a partitioned table from an Arrow table; the public
     # append() would make one snapshot per chunk, and streaming append() does not support partitioned tables yet.
+    from pyiceberg.expressions import EqualTo
     from pyiceberg.io.pyarrow import _dataframe_to_data_files
 
     table = table or curated_table(catalog, namespace)
@@ -295,7 +319,7 @@ def _sync_curated_documents(
         ]
         commit_uuid = uuid.uuid4()
         counter = itertools.count(0)
-        arrow_schema = CURATED_SCHEMA.as_arrow()
+        arrow_schema = curated_schema().as_arrow()
         added = []
         for batch in changed:
             for chunk in curated_chunks(store, batch, arrow_schema, chunk_bytes):

@@ -38,6 +38,7 @@ from fm_assets.engine import progress
 from fm_assets.engine.checks import CheckOutcome, stage_checks
 from fm_assets.engine.identifiers import check_batch_id
 from fm_assets.engine.materialize import materialize
+from fm_assets.engine.pool import preload_in_workers
 from fm_assets.engine.refs import EarlierBatchPending
 from fm_assets.engine.stage import Stage, StageContext
 from fm_assets.engine.store import ObjectStore
@@ -146,6 +147,8 @@ def build_stage_asset(stage: Stage, pipeline_version: str, group_name: str) -> A
         for check in stage_checks(stage)
     ]
     deps = ([stage.upstream] if stage.upstream else []) + list(stage.side_input_assets)
+    # a run's first pool starts its fork server: every stage of the run finds its libraries there
+    preload_in_workers(stage.worker_modules)
 
     @asset(
         name=stage.name,

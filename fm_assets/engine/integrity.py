@@ -4,8 +4,11 @@
 indexes, ``complete()`` artifacts) but the unit markers, which record wall times and so are checked by
 presence and by parsing them against the files they list instead of by hash. Three checks use it:
 
-* **reading an upstream output** (every stage, before planning): sizes and sha256 of every upstream file;
-  a damaged input fails the stage with a message naming the file and the repair command;
+* **reading an upstream output** (every stage): before planning, the driver checks every upstream file's
+  presence and size (one listing) and rehashes the few files no unit reads (rejects, artifacts); each unit
+  rehashes the upstream files it reads itself (``verify_inputs``), so that work is spread over the workers
+  like the rest of the stage. A damaged input fails the stage with a message naming the file and the
+  repair command;
 * **a cache hit** re-checks what it reuses at metadata cost (one listing: names and sizes), or with full
   sha256 when ``verify_cache_hits="full"`` (``fm run --verify``);
 * **``fm verify`` / ``fm repair``** check everything and map damage back to the units that wrote it.
@@ -17,7 +20,7 @@ markers' sha256 (``legacy_files``), without sizes.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -206,6 +209,33 @@ def check_output(
     if names is None and success.files:  # outputs committed before files were recorded: markers as found
         damage += _check_markers(store, success, sizes, full)
     return sorted(damage, key=lambda d: d.path)
+
+
+def verify_inputs(
+    store: ObjectStore,
+    expected: Mapping[str, str],
+    inputs: Iterable[str],
+    *,
+    stage: str,
+    batch: str,
+    reader: str,
+) -> None:
+    """Rehash the unit inputs in ``inputs`` that ``expected`` (path under the root -> sha256, as the upstream
+    stage ``stage[batch]`` recorded it) lists; raise ``DamagedDataError`` naming any that differ."""
+    damage = []
+    for rel in inputs:
+        want = expected.get(rel)
+        if not want:
+            continue
+        try:
+            found = store.sha256(rel)
+        except OSError as exc:
+            damage.append(Damage(stage, batch, rel, "unreadable", want, str(exc)))
+            continue
+        if found != want:
+            damage.append(Damage(stage, batch, rel, "sha256", want, found))
+    if damage:
+        raise DamagedDataError(damage_message(damage, reader))
 
 
 def require_intact(

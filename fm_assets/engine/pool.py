@@ -17,10 +17,14 @@ Process model (chosen, not defaulted):
   context crosses without its resources (``engine.run`` strips them): a Spark session or any other engine
   handle is not usable in a child, so stages do engine work in ``prepare`` and units only read and write.
 * **one pool per process and worker count, reused across stage runs** and closed after
-  ``POOL_IDLE_SECONDS`` without work. Starting a worker means importing the stage's modules (the
-  pipeline's import graph holds torch and, for validate, great-expectations: seconds per worker), so a
-  pool per stage run would pay that for every stage of every batch. The fork server preloads the
-  pipeline modules the parent has already imported, so workers start from them.
+  ``POOL_IDLE_SECONDS`` without work. Starting a worker means importing the stage's modules, so a pool
+  per stage run would pay that for every stage of every batch. The fork server preloads the pipeline
+  modules the parent has already imported, plus the heavy libraries stages name in
+  ``Stage.worker_modules`` (great-expectations for validate, the language model's package for filter;
+  registered with ``preload_in_workers`` before the first pool starts): they are imported once, in the
+  fork server, and every worker forked from it starts with them, instead of each worker importing them
+  on its first unit (seconds per worker, which made validate slower with more workers). The driver
+  itself never imports them.
 * **one task per unit** (units are thousands of records; the per-task cost is the pickled ``WorkUnit``
   and marker, well under a millisecond), so the progress bar advances per unit and load balances.
 * a worker watches its parent's sentinel and SIGKILLs itself when the parent dies, so ``kill -9`` of
@@ -83,6 +87,22 @@ PRELOAD_PREFIXES = (
     "fm_assets.stages",
     "fm_loader",
 )
+
+
+_WORKER_PRELOAD: set[str] = set()  # heavy modules units use (Stage.worker_modules); see preload_in_workers
+
+
+def preload_in_workers(modules: Sequence[str]) -> None:
+    """Have worker processes start with ``modules`` imported: the fork server imports them once when it
+    starts (the first pool of this process), not this process and not each worker. Names registered after
+    the fork server started are imported by each worker on first use, as before."""
+    _WORKER_PRELOAD.update(modules)
+
+
+def preload_modules() -> list[str]:
+    """What the fork server imports: the pipeline modules this process has loaded and the registered ones."""
+    loaded = {name for name in list(sys.modules) if name.startswith(PRELOAD_PREFIXES)}
+    return sorted(loaded | _WORKER_PRELOAD)
 
 
 class UnitJob(Protocol):
@@ -314,8 +334,9 @@ def _process_task(key: str, payload_path: str, task: UnitTask) -> Outcome:
 class _Pool:
     def __init__(self, workers: int) -> None:
         context = multiprocessing.get_context("forkserver")
-        preload = sorted(name for name in list(sys.modules) if name.startswith(PRELOAD_PREFIXES))
-        context.set_forkserver_preload(preload)  # only read when the fork server starts (once per process)
+        context.set_forkserver_preload(
+            preload_modules()
+        )  # only read when the fork server starts (once per process)
         self.workers = workers
         self.executor = cf.ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_init)
         self.users = 0

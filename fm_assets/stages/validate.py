@@ -14,6 +14,9 @@ class ValidateStage(Stage):
     code_version = "validate-v1"
     upstream = "land"
     description = "Schema, encoding, licence and namespace checks (great-expectations); failures quarantined."
+    worker_modules = (
+        "fm_assets.transforms.text.validate",
+    )  # great-expectations: once per pool, not per worker
 
     def process(self, unit: UnitContext) -> UnitResult:
         # great-expectations is heavy to import: load it where it is used, not with the code location.

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -202,3 +203,30 @@ def units_then_return(pids: Any) -> None:
         "echo[b]", payload, tasks, 2, lambda task, marker: markers.append(marker), lambda n: None
     )
     pids.put(sorted({marker.extra["pid"] for marker in markers}))
+
+
+HEAVY_MODULES = ("pyspark", "great_expectations", "pyiceberg", "lance", "matplotlib", "scipy.signal")
+
+
+class ModulesJob:
+    """A toy unit job that reports which heavy modules (and the test's stand-in ``colorsys``) its worker
+    had imported before the unit ran."""
+
+    label = "modules[b]"
+
+    def compute(self, unit: WorkUnit, *, commit: bool) -> UnitMarker:
+        loaded = [name for name in (*HEAVY_MODULES, "colorsys") if name in sys.modules]
+        return UnitMarker(
+            unit=unit.unit_id,
+            inputs=[],
+            files={},
+            parts=[],
+            records_in=0,
+            records_out=0,
+            rows_written=0,
+            records_rejected=0,
+            rejects_by_reason={},
+            extra={"pid": os.getpid(), "loaded": loaded},
+            bytes_out=0,
+            seconds=0.0,
+        )

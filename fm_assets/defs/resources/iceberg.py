@@ -16,11 +16,13 @@ profile (``fm_assets.defs.resources``) fills it with a SQLite file in ``$DAGSTER
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dagster import ConfigurableResource
 from pydantic import Field
-from pyiceberg.catalog import Catalog, load_catalog
+
+if TYPE_CHECKING:  # pyiceberg is imported when a catalog is opened, not with the code location
+    from pyiceberg.catalog import Catalog
 
 NAMESPACE = "fm"
 
@@ -107,6 +109,8 @@ class IcebergCatalogResource(ConfigurableResource):
             self.s3_endpoint_url,
             self.s3_region,
         )
+        from pyiceberg.catalog import load_catalog
+
         catalog = load_catalog(self.catalog_name, **props)
         catalog.create_namespace_if_not_exists(NAMESPACE)
         return catalog

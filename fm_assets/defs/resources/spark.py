@@ -14,10 +14,13 @@ import shutil
 import sys
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import dagster as dg
 from pydantic import Field
-from pyspark.sql import SparkSession
+
+if TYPE_CHECKING:  # pyspark is imported when a session starts, not with the code location
+    from pyspark.sql import SparkSession
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +68,8 @@ def get_or_create_session(
     log_level: str = "ERROR",
 ) -> SparkSession:
     """The process-wide SparkSession (created on first use; a different master or conf restarts it)."""
+    from pyspark.sql import SparkSession
+
     conf = dict(DEFAULT_CONF)
     conf.update(
         {
@@ -111,6 +116,10 @@ def get_or_create_session(
 
 
 def _live_session() -> SparkSession | None:
+    if "pyspark.sql" not in sys.modules:  # no session can exist: do not import pyspark to find out
+        return None
+    from pyspark.sql import SparkSession
+
     session = _ACTIVE.get("session") or SparkSession.getActiveSession()
     if isinstance(session, SparkSession) and session.sparkContext._jsc is not None:
         return session

