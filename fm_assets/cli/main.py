@@ -164,7 +164,12 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         from fm_assets.cli.revoke import complete_pending
 
         complete_pending(settings, _store(settings), console)  # an `fm revoke` killed part-way
-    return 1 if failures or held_back else 0  # a held-back batch is a non-zero exit, as documented
+    from fm_assets.datasets.release import not_run_yet
+
+    # a batch held back for a reason (a failure, a blocking check, the licence policy) is a non-zero exit, as
+    # documented; one that another run is still processing (or nobody ran yet) is only named
+    blocking = [h for h in held_back if h["batch"] in wanted or not not_run_yet(h["reason"])]
+    return 1 if failures or blocking else 0
 
 
 def _report_releases(settings: Settings, before: dict[str, str], where: Console) -> None:

@@ -47,6 +47,16 @@ class ReleaseError(RuntimeError):
     """The partitions cannot be combined into one dataset version."""
 
 
+NOT_RUN_YET = (
+    "has no output yet"  # a held-back reason that says the batch is not processed yet, not that it failed
+)
+
+
+def not_run_yet(reason: str) -> bool:
+    """Whether a held-back ``reason`` only says the batch has not been processed yet (it may be in another run)."""
+    return NOT_RUN_YET in reason
+
+
 def held_back_reason(store: ObjectStore, batch: str, chain: Sequence[Stage]) -> str | None:
     """Why ``batch`` cannot be released now (None: the last stage of ``chain`` is current).
 
@@ -63,7 +73,7 @@ def held_back_reason(store: ObjectStore, batch: str, chain: Sequence[Stage]) -> 
             return f"its last {stage.name} run failed ({failure}); fix it and `fm run {batch}`"
         ref = read_ref(store, stage.name, batch)
         if ref is None:
-            return f"{stage.name} has no output yet (run `fm run {batch}`)"
+            return f"{stage.name} {NOT_RUN_YET} (run `fm run {batch}`)"
         current[stage.name] = ref.data_version
         failed = _failed_blocking_check(store, stage, ref.prefix)
         if failed is not None:
