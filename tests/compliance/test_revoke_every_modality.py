@@ -45,8 +45,11 @@ def _delivery(folder: Path, package: Path, docs: int, seed: int) -> Path:
     lines = []
     for path in sorted(package.glob("*.jsonl")):
         for line in path.read_text().splitlines():
-            if 300 < len(json.loads(line)["text"].split()) < 3000:
-                lines.append(line)
+            text = json.loads(line)["text"]
+            if 300 < len(text.split()) < 3000:
+                # the text alone: the batch's --license is the documents' licence here (a record licence of
+                # its own that differs would be quarantined as license_conflict)
+                lines.append(json.dumps({"text": text}))
     (folder / "docs.jsonl").write_text("\n".join(lines[:docs]) + "\n")
     images = folder / "images"
     images.mkdir()
