@@ -11,6 +11,15 @@ from collections import Counter
 from pathlib import Path
 
 
+def peak_rss_bytes() -> int:
+    """The high-water RSS of this process's own address space (VmHWM). Not ``ru_maxrss``: Linux keeps that
+    across execve, so a child started from a large pytest process reports the parent's RSS at the fork."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
 def main(argv: list[str]) -> int:
     limit = int(argv[0])
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
@@ -38,8 +47,7 @@ def main(argv: list[str]) -> int:
             print(
                 json.dumps({"file": path.name, "escaped": f"{type(exc).__name__}: {exc}"[:300]}), flush=True
             )
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print(json.dumps({"peak_rss_bytes": peak}), flush=True)
+    print(json.dumps({"peak_rss_bytes": peak_rss_bytes()}), flush=True)
     return 0
 
 
