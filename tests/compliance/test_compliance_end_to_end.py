@@ -18,6 +18,7 @@ from typing import Any
 import lance
 import pyarrow.parquet as pq
 import pytest
+from pipeline_env import set_pipeline_env
 
 from fm_assets.compliance.namespaces import NamespaceWallError
 from fm_assets.datasets.release import assemble_release
@@ -44,18 +45,7 @@ def ok(*args: str) -> str:
 def world(real_sample, tokenizer_file, tmp_path_factory) -> Iterator[dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("compliance")
     with pytest.MonkeyPatch.context() as env:
-        for key, value in {
-            "FM_ROOT": str(tmp / "root"),
-            "DAGSTER_HOME": str(tmp / "dagster_home"),
-            "FM_TOKENIZER_FILE": str(tokenizer_file),
-            "FM_SEQ_LEN": "512",
-            "FM_SPARK_MASTER": "local[1]",
-            "FM_MIN_PACKING_EFFICIENCY": "0.5",
-            "FM_PROGRESS": "0",
-        }.items():
-            env.setenv(key, value)
-        (tmp / "dagster_home").mkdir()
-        (tmp / "dagster_home" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+        set_pipeline_env(env, tmp, tokenizer_file)
         packages = [Path(real_sample["dest"]) / name for name in sorted(real_sample["packages"])]
         world: dict[str, Any] = {"root": tmp / "root", "store": ObjectStore(str(tmp / "root"))}
         world["cloud"] = ok("land", str(packages[0]), "--source", "docs-a", "--license", "CC-BY-SA-3.0")

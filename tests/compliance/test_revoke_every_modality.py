@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from media_fixtures import jpeg_image, png_image
+from pipeline_env import set_pipeline_env
 
 from fm_assets.compliance import blast_radius
 from fm_assets.compliance.revocations import list_revocations
@@ -100,18 +101,7 @@ def _row_of_revoked_source(store: ObjectStore, manifest: str) -> tuple[int, int,
 def world(real_sample, tokenizer_file, tmp_path_factory) -> Iterator[dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("revoke_all")
     with pytest.MonkeyPatch.context() as env:
-        for key, value in {
-            "FM_ROOT": str(tmp / "root"),
-            "DAGSTER_HOME": str(tmp / "dagster_home"),
-            "FM_TOKENIZER_FILE": str(tokenizer_file),
-            "FM_SEQ_LEN": "512",
-            "FM_SPARK_MASTER": "local[1]",
-            "FM_MIN_PACKING_EFFICIENCY": "0.5",
-            "FM_PROGRESS": "0",
-        }.items():
-            env.setenv(key, value)
-        (tmp / "dagster_home").mkdir()
-        (tmp / "dagster_home" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+        set_pipeline_env(env, tmp, tokenizer_file)
         packages = [Path(real_sample["dest"]) / name for name in sorted(real_sample["packages"])]
         root = tmp / "root"
         store = ObjectStore(str(root))

@@ -166,6 +166,24 @@ class SlowFilter(FilterStage):
         return super().process(unit)
 
 
+def empty_marker(unit: WorkUnit, *, inputs: list[str], extra: dict[str, Any]) -> UnitMarker:
+    """The marker of a toy unit that writes nothing (its ``extra`` reports what the test looks at)."""
+    return UnitMarker(
+        unit=unit.unit_id,
+        inputs=inputs,
+        files={},
+        parts=[],
+        records_in=0,
+        records_out=0,
+        rows_written=0,
+        records_rejected=0,
+        rejects_by_reason={},
+        extra=extra,
+        bytes_out=0,
+        seconds=0.0,
+    )
+
+
 class EchoJob:
     """A toy unit job for the pool API: a marker per unit, a failure for unit ``bad``."""
 
@@ -174,20 +192,7 @@ class EchoJob:
     def compute(self, unit: WorkUnit, *, commit: bool) -> UnitMarker:
         if unit.unit_id == "bad":
             explode_in_unit(unit.unit_id)
-        return UnitMarker(
-            unit=unit.unit_id,
-            inputs=list(unit.inputs),
-            files={},
-            parts=[],
-            records_in=0,
-            records_out=0,
-            rows_written=0,
-            records_rejected=0,
-            rejects_by_reason={},
-            extra={"pid": os.getpid(), "commit": commit},
-            bytes_out=0,
-            seconds=0.0,
-        )
+        return empty_marker(unit, inputs=list(unit.inputs), extra={"pid": os.getpid(), "commit": commit})
 
 
 def units_then_return(pids: Any) -> None:
@@ -216,17 +221,4 @@ class ModulesJob:
 
     def compute(self, unit: WorkUnit, *, commit: bool) -> UnitMarker:
         loaded = [name for name in (*HEAVY_MODULES, "colorsys") if name in sys.modules]
-        return UnitMarker(
-            unit=unit.unit_id,
-            inputs=[],
-            files={},
-            parts=[],
-            records_in=0,
-            records_out=0,
-            rows_written=0,
-            records_rejected=0,
-            rejects_by_reason={},
-            extra={"pid": os.getpid(), "loaded": loaded},
-            bytes_out=0,
-            seconds=0.0,
-        )
+        return empty_marker(unit, inputs=[], extra={"pid": os.getpid(), "loaded": loaded})
