@@ -68,7 +68,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "NonDeterministicStageError", "StageContractError", "StageOutcome", "StageRun", "StageUnits", "UnitFailedError",
-    "WorkerLostError", "resolve_upstream", "run_stage",
+    "WorkerLostError", "resolve_upstream", "run_stage", "stage_run_for", "units_read",
 ]  # fmt: skip
 
 
@@ -120,12 +120,15 @@ class StageRun:
         verify_cache_hits: CacheHitCheck = "metadata",
         upstream_files: Mapping[str, str] | None = None,
         upstream_label: tuple[str, str] = ("", ""),
+        output_name: str = "",
     ) -> None:
         """``workers``: local processes for the units (1: in this process, 0: every core); with
         ``unit_executor="spark"`` units are Spark tasks of the session ``spark()`` returns instead.
         ``verify_cache_hits``: how a cache hit re-checks the output it reuses (``engine.integrity``).
         ``upstream_files``: sha256 of the upstream files units read (path under the root), rehashed by each
-        unit before it reads them; ``upstream_label``: that output's (stage, batch), for the message."""
+        unit before it reads them; ``upstream_label``: that output's (stage, batch), for the message.
+        ``output_name``: a named auxiliary output of the stage (``stages/<stage>/<batch>/<name>-<key>/``: work a
+        stage spreads over units before its own, e.g. near_dedup's signatures) instead of its output."""
         self.store = store
         self.stage = stage
         self.batch = batch
@@ -145,10 +148,13 @@ class StageRun:
         self.units_wall = 0.0  # wall seconds this run spent running units (the rest is the driver's)
         self.units_where = "in-process"  # where they ran: in-process, N worker processes, spark
         self.upstream_label = upstream_label
+        self.output_name = output_name
         self.key = stable_hash(
             {"code_version": code_version, "config": config, "inputs": self.input_versions}
         )
-        self.prefix = layout.stage_output(stage, batch, self.key)
+        self.prefix = layout.stage_output(
+            stage, batch, f"{output_name}-{self.key}" if output_name else self.key
+        )
 
     def __getstate__(self) -> dict[str, Any]:
         # what a worker needs to commit units; the Spark session handle stays with the driver
@@ -156,7 +162,7 @@ class StageRun:
 
     @property
     def label(self) -> str:
-        return f"{self.stage}[{self.batch}]"
+        return f"{self.stage}{'.' + self.output_name if self.output_name else ''}[{self.batch}]"
 
     def rel(self, name: str) -> str:
         return layout.in_output(self.prefix, name)
@@ -175,7 +181,7 @@ class StageRun:
             require_intact(
                 self.store, cached, full=self.verify_cache_hits == "full", reader=f"{self.label} cache hit"
             )
-            log.info("%s[%s]: cache hit (key %s), no work done", self.stage, self.batch, self.key)
+            log.info("%s: cache hit (key %s), no work done", self.label, self.key)
             return StageOutcome(self.prefix, self.key, cached.data_version, True, cached, 0, 0)
 
         units = list(units)
@@ -563,22 +569,15 @@ def run_stage(stage: Stage, ctx: StageContext) -> StageOutcome:
     inputs = dict(side.versions)
     if upstream is not None:
         inputs[upstream.stage] = upstream.data_version
-    run = StageRun(
-        ctx.store,
+    run = stage_run_for(
+        ctx,
         stage=stage.name,
-        batch=ctx.batch,
         code_version=stage.code_version,
         config=stage.config(ctx),
         input_versions=inputs,
         output_schema=stage.output_schema,
         rows_per_file=stage.rows_per_file(ctx),
         bytes_per_file=stage.bytes_per_file(ctx),
-        verify_committed=ctx.settings.verify_committed_units,
-        progress=ctx.settings.progress,
-        workers=ctx.settings.workers,
-        unit_executor=ctx.settings.unit_executor,
-        spark=spark_session_provider(ctx),
-        verify_cache_hits=ctx.settings.verify_cache_hits,
     )
     if run.cached() is not None:
         return run.execute([], lambda *_: UnitResult())
@@ -597,21 +596,65 @@ def run_stage(stage: Stage, ctx: StageContext) -> StageOutcome:
     )
 
 
+def stage_run_for(
+    ctx: StageContext,
+    *,
+    stage: str,
+    code_version: str,
+    config: dict[str, Any],
+    input_versions: dict[str, str],
+    output_schema: pa.Schema,
+    rows_per_file: int | None = None,
+    bytes_per_file: int | None = None,
+    output_name: str = "",
+) -> StageRun:
+    """A ``StageRun`` of one output of ``ctx.batch`` under the run's settings (workers, executor, checks)."""
+    return StageRun(
+        ctx.store,
+        stage=stage,
+        batch=ctx.batch,
+        code_version=code_version,
+        config=config,
+        input_versions=input_versions,
+        output_schema=output_schema,
+        rows_per_file=rows_per_file,
+        bytes_per_file=bytes_per_file,
+        verify_committed=ctx.settings.verify_committed_units,
+        progress=ctx.settings.progress,
+        workers=ctx.settings.workers,
+        unit_executor=ctx.settings.unit_executor,
+        spark=spark_session_provider(ctx),
+        verify_cache_hits=ctx.settings.verify_cache_hits,
+        output_name=output_name,
+    )
+
+
 def verify_upstream(run: StageRun, store: ObjectStore, success: StageSuccess, units: list[WorkUnit]) -> None:
     """Before ``units`` read the upstream output ``success`` (whose presence and sizes were checked): rehash
     here only the files no unit reads (rejects, artifacts); the files units read go into ``run`` with their
     recorded sha256 and each unit rehashes its own inputs where it runs, spread over the workers."""
+    read_by_units = units_read(run, store, success, units)
+    elsewhere = [
+        name
+        for name in expected_files(store, success)
+        if layout.in_output(success.prefix, name) not in read_by_units
+    ]
+    damage = check_output(store, success, full=True, names=elsewhere)
+    if damage:
+        raise DamagedDataError(damage_message(damage, f"{run.label} input"))
+
+
+def units_read(run: StageRun, store: ObjectStore, success: StageSuccess, units: list[WorkUnit]) -> set[str]:
+    """Give ``run`` the recorded sha256 of the upstream files ``units`` read (each unit rehashes its own where
+    it runs) and return those paths."""
     expected = {
         layout.in_output(success.prefix, name): entry["sha256"]
         for name, entry in expected_files(store, success).items()
     }
-    read_by_units = {rel for unit in units for rel in unit.inputs if rel in expected}
-    elsewhere = [rel.removeprefix(success.prefix + "/") for rel in expected if rel not in read_by_units]
-    damage = check_output(store, success, full=True, names=elsewhere)
-    if damage:
-        raise DamagedDataError(damage_message(damage, f"{run.label} input"))
-    run.upstream_files = {rel: expected[rel] for rel in sorted(read_by_units)}
+    read = {rel for unit in units for rel in unit.inputs if rel in expected}
+    run.upstream_files = {rel: expected[rel] for rel in sorted(read)}
     run.upstream_label = (success.stage, success.batch)
+    return read
 
 
 def spark_session_provider(ctx: StageContext) -> Callable[[], Any] | None:

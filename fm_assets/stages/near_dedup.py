@@ -1,7 +1,10 @@
 """near_dedup: MinHash LSH near-duplicate removal on Spark, against this batch and every earlier one.
 
 Each batch leaves ``band_index/`` (the LSH bands and signatures of the documents it kept); a later batch is
-deduplicated against the band indexes of all earlier batches, whose data versions are in its key. Until every
+deduplicated against the band indexes of all earlier batches, whose data versions are in its key. In-process
+(below ``local_max_docs``) the MinHash signatures are units of its ``signatures`` output, spread over the
+stage's workers like any unit (``engine.aux_output``); only the bucket join and the components stay in the
+driver. Until every
 earlier landed batch has near_dedup output the stage raises ``EarlierBatchPending`` (see ``engine.refs``)
 rather than run against a partial set; when near-dup is disabled it reads no earlier batch and never waits.
 """
@@ -10,12 +13,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import pyarrow as pa
+
 from fm_assets.engine import layout
+from fm_assets.engine.aux_output import run_aux_units
 from fm_assets.engine.kinds.removal import RemovalDecision
 from fm_assets.engine.kinds.spark_removal import SparkRemovalStage
 from fm_assets.engine.records import PriorOutput, UnitMarker
 from fm_assets.engine.refs import earlier_outputs
-from fm_assets.engine.stage import SideInputs, StageContext
+from fm_assets.engine.stage import SideInputs, StageContext, units_from_parts
 from fm_assets.transforms.dedup.near_dup.config import NearDedupConfig
 
 BAND_INDEX = "band_index"  # a folder: bands/ and signatures/ parquet files plus _SUCCESS.json
@@ -60,7 +66,12 @@ class NearDedupStage(SparkRemovalStage):
             out_index = staging / BAND_INDEX
             spark_session = ctx.resource("spark").session  # called only if the Spark engine runs
             outcome = run_near_dedup(
-                spark_session, local_parts, prior_paths, str(out_index), self.dedup_config(ctx)
+                spark_session,
+                local_parts,
+                prior_paths,
+                str(out_index),
+                self.dedup_config(ctx),
+                signatures=lambda: self.signatures(ctx),
             )
             store.put_dir(out_index, layout.in_output(output_prefix, BAND_INDEX), last=layout.SUCCESS)
         removed = {}
@@ -73,6 +84,23 @@ class NearDedupStage(SparkRemovalStage):
             }
             removed[row["doc_id"]] = ("near_duplicate", details)
         return RemovalDecision(removed, {"stats": outcome.stats})
+
+    def signatures(self, ctx: StageContext) -> pa.Table:
+        """The batch's signature rows, computed as units of the ``signatures`` output (the in-process path)."""
+        from fm_assets.transforms.dedup.near_dup import signature_units as sig
+
+        config = self.dedup_config(ctx)
+        done = run_aux_units(
+            ctx,
+            stage=self.name,
+            name="signatures",
+            code_version=sig.CODE_VERSION,
+            config={"minhash": config.fingerprint()},
+            units=units_from_parts(ctx.upstream_input),
+            process=sig.SignatureUnits(ctx.store, config),
+            output_schema=sig.SIGNATURES_SCHEMA,
+        )
+        return sig.read_signatures(ctx.store, list(done.parts))
 
     def complete(
         self, ctx: StageContext, prepared: RemovalDecision, output_prefix: str, markers: list[UnitMarker]

@@ -23,6 +23,7 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
+import pyarrow as pa
 from pyspark import StorageLevel
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -68,16 +69,20 @@ def run_near_dedup(
     prior_index_paths: list[str],
     out_index_path: str,
     config: NearDedupConfig,
+    signatures: Callable[[], pa.Table] | None = None,
 ) -> NearDedupOutcome:
     """Remove near-duplicates of this batch (against itself and the prior index); write its index.
 
     ``spark`` is a SparkSession or a zero-argument callable returning one; the callable is called only
     when the Spark path runs, so a small batch never starts a JVM. ``stats["engine"]`` says which ran.
+    ``signatures``: the in-process path's signature rows computed elsewhere (``run_local_near_dedup``).
     """
     n_docs = count_rows(docs_parquet)
     if choose_engine(n_docs, prior_index_paths, config) == "local":
         try:
-            return run_local_near_dedup(docs_parquet, prior_index_paths, out_index_path, config, n_docs)
+            return run_local_near_dedup(
+                docs_parquet, prior_index_paths, out_index_path, config, n_docs, signatures
+            )
         except LocalUnsupported as exc:
             logger.info("near-dup: in-process path not applicable (%s); running on Spark", exc)
     session = spark() if callable(spark) else spark  # a session is not callable (Spark Connect's neither)

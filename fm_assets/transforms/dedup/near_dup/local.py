@@ -17,19 +17,20 @@ anything is written and the caller runs the Spark path, whose output is then the
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from fm_assets.transforms.dedup.clusters import min_label_components, survivors_in_process
 from fm_assets.transforms.dedup.near_dup.candidates import bucket_pairs, score_pairs
 from fm_assets.transforms.dedup.near_dup.config import NearDedupConfig
+from fm_assets.transforms.dedup.near_dup.docs import LocalUnsupported, read_docs_arrow
 from fm_assets.transforms.dedup.near_dup.index import explode_bands, read_index_arrow, write_index_arrow
 from fm_assets.transforms.dedup.near_dup.outcome import NearDedupOutcome, Phases, outcome_stats
-from fm_assets.transforms.dedup.near_dup.signatures import signature_batches
+from fm_assets.transforms.dedup.near_dup.signature_arrow import signature_batches
 from fm_assets.transforms.dedup.near_dup.survivors import removed_table
 
 __all__ = ["LocalUnsupported", "read_docs_arrow", "run_local_near_dedup"]
@@ -38,7 +39,6 @@ logger = logging.getLogger(__name__)
 
 _ARROW_ROWS = 2000  # documents per Arrow batch (Spark's maxRecordsPerBatch); results do not depend on it
 
-_DOCS_SCHEMA = pa.schema([("doc_id", pa.string()), ("text", pa.string()), ("quality_score", pa.float32())])
 _SIGS_SCHEMA = pa.schema(
     [
         ("doc_id", pa.string()),
@@ -69,58 +69,18 @@ _JUDGED_SCHEMA = pa.schema(
 )
 
 
-class LocalUnsupported(Exception):
-    """The input is outside what the in-process path reproduces exactly; run the Spark path instead."""
-
-
-def _is_text(t: pa.DataType) -> bool:
-    return pa.types.is_string(t) or pa.types.is_large_string(t)
-
-
-def _is_number(t: pa.DataType) -> bool:
-    return pa.types.is_floating(t) or pa.types.is_integer(t) or pa.types.is_null(t)
-
-
-def read_docs_arrow(docs_parquet: list[str]) -> pa.Table:
-    """``signatures.read_docs`` in-process: doc_id, text (string), quality_score (float32, null if absent)."""
-    schemas = [pq.read_schema(p) for p in docs_parquet]
-    with_quality = {"quality_score" in s.names for s in schemas}
-    if len(with_quality) > 1:
-        raise LocalUnsupported("quality_score is in some input files only")
-    tables = []
-    for path, schema in zip(docs_parquet, schemas, strict=True):
-        if "doc_id" not in schema.names or "text" not in schema.names:
-            raise LocalUnsupported(f"{path}: no doc_id or text column")
-        if not (_is_text(schema.field("doc_id").type) and _is_text(schema.field("text").type)):
-            raise LocalUnsupported(f"{path}: doc_id or text is not a string column")
-        has_quality = "quality_score" in schema.names
-        if has_quality and not _is_number(schema.field("quality_score").type):
-            raise LocalUnsupported(f"{path}: quality_score is not numeric")
-        table = pq.read_table(path, columns=["doc_id", "text", *(["quality_score"] if has_quality else [])])
-        quality = (
-            pc.cast(table.column("quality_score"), pa.float32(), safe=False)
-            if has_quality
-            else pa.nulls(table.num_rows, pa.float32())
-        )
-        tables.append(
-            pa.table(
-                [table.column("doc_id").cast(pa.string()), table.column("text").cast(pa.string()), quality],
-                schema=_DOCS_SCHEMA,
-            )
-        )
-    docs = pa.concat_tables(tables) if tables else _DOCS_SCHEMA.empty_table()
-    ids = docs.column("doc_id")
-    if ids.null_count:
-        raise LocalUnsupported("null doc_id")
-    if pc.count_distinct(ids).as_py() != docs.num_rows:
-        raise LocalUnsupported("duplicate doc_id in the batch")
-    return docs
-
-
 def _signatures(docs: pa.Table, config: NearDedupConfig, bands: int, rows: int) -> pa.Table:
     compute = signature_batches(config, bands, rows)
     batches = [b.cast(_SIGS_SCHEMA) for b in compute(iter(docs.to_batches(max_chunksize=_ARROW_ROWS)))]
     return pa.Table.from_batches(batches, schema=_SIGS_SCHEMA)
+
+
+def _with_text(signatures: pa.Table, docs: pa.Table, config: NearDedupConfig) -> pa.Table:
+    """Signatures computed elsewhere (:mod:`.signature_units`, without text) as :func:`_signatures` returns them."""
+    if not signatures.column("doc_id").equals(docs.column("doc_id")):
+        raise ValueError("near-dup: the signature units' rows are not the batch's documents in part order")
+    text = docs.column("text") if config.verify_exact else pa.nulls(docs.num_rows, pa.string())
+    return signatures.append_column("text", text).cast(_SIGS_SCHEMA)
 
 
 def _prior_entries(
@@ -145,13 +105,20 @@ def run_local_near_dedup(
     out_index_path: str,
     config: NearDedupConfig,
     n_docs: int | None = None,
+    signatures: Callable[[], pa.Table] | None = None,
 ) -> NearDedupOutcome:
-    """:func:`.job.run_near_dedup` without Spark: the same removed table, index files and stats keys."""
+    """:func:`.job.run_near_dedup` without Spark: the same removed table, index files and stats keys.
+
+    ``signatures``: computes the batch's signature rows elsewhere (the stage's signature units, spread over
+    its workers), called once the documents passed the checks; None computes them here."""
     phases = Phases()
     bands, rows = config.lsh()
     docs = read_docs_arrow(docs_parquet)
     n_docs = docs.num_rows if n_docs is None else n_docs
-    sigs = _signatures(docs, config, bands, rows)
+    if signatures is None:
+        sigs = _signatures(docs, config, bands, rows)
+    else:
+        sigs = _with_text(signatures(), docs, config)
     hashed = sigs.filter(pc.greater(sigs.column("n_shingles"), 0))
     phases.lap("signatures")
 

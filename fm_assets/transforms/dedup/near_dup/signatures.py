@@ -7,20 +7,12 @@ little-endian uint32) and its band hashes. Documents without any token get ``n_s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from fm_assets.transforms.dedup.minhash import band_hashes, signatures_from_shingles
-from fm_assets.transforms.dedup.near_dup.config import NearDedupConfig
-
-_MAX_SLICE_BYTES = 64 << 20  # text bytes hashed at once inside one Arrow batch
+from fm_assets.transforms.dedup.near_dup.signature_arrow import SIG_COLUMNS, signature_batches
 
 SIG_SCHEMA = T.StructType(
     [
@@ -49,50 +41,4 @@ def count_rows(docs_parquet: list[str]) -> int:
     return ds.dataset(docs_parquet, format="parquet").count_rows()
 
 
-def _slices(batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
-    """Cut a batch so one slice holds at most _MAX_SLICE_BYTES of text (an enormous doc stays alone)."""
-    sizes = np.asarray(pc.binary_length(batch.column("text")).fill_null(0), dtype=np.int64)
-    start, acc = 0, 0
-    for i, size in enumerate(sizes):
-        if acc and acc + size > _MAX_SLICE_BYTES:
-            yield batch.slice(start, i - start)
-            start, acc = i, 0
-        acc += int(size)
-    if start < batch.num_rows:
-        yield batch.slice(start, batch.num_rows - start)
-
-
-def signature_batches(
-    config: NearDedupConfig, bands: int, rows: int
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    hasher = config.hasher()
-
-    def compute(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for part in _slices(batch):
-                shingles = hasher.shingles(part.column("text"))
-                sigs = signatures_from_shingles(shingles, config.num_perm, config.seed)
-                n = part.num_rows
-                sig_offsets = pa.array(np.arange(n + 1, dtype=np.int32) * (config.num_perm * 4))
-                sig_array = pa.BinaryArray.from_buffers(
-                    pa.binary(),
-                    n,
-                    [None, sig_offsets.buffers()[1], pa.py_buffer(sigs.astype("<u4").tobytes())],
-                )
-                band_offsets = pa.array(np.arange(n + 1, dtype=np.int32) * bands)
-                band_array = pa.ListArray.from_arrays(
-                    band_offsets, pa.array(band_hashes(sigs, bands, rows).ravel())
-                )
-                yield pa.RecordBatch.from_arrays(
-                    [
-                        part.column("doc_id"),
-                        part.column("quality_score").cast(pa.float32()),
-                        pa.array(shingles.counts(), type=pa.int64()),
-                        sig_array,
-                        band_array,
-                        part.column("text") if config.verify_exact else pa.nulls(n, pa.string()),
-                    ],
-                    names=[f.name for f in SIG_SCHEMA.fields],
-                )
-
-    return compute
+__all__ = ["SIG_COLUMNS", "SIG_SCHEMA", "count_rows", "read_docs", "signature_batches"]
