@@ -247,7 +247,11 @@ def estimate_jaccard(sig_a: np.ndarray, sig_b: np.ndarray) -> np.ndarray | float
 
 
 def jaccard_of_sets(a: np.ndarray, b: np.ndarray) -> float:
-    ua, ub = np.unique(a), np.unique(b)
+    return jaccard_of_unique(np.unique(a), np.unique(b))
+
+
+def jaccard_of_unique(ua: np.ndarray, ub: np.ndarray) -> float:
+    """Jaccard of two sorted arrays of distinct values (``np.unique`` output)."""
     if len(ua) == 0 and len(ub) == 0:
         return 1.0
     inter = len(np.intersect1d(ua, ub, assume_unique=True))
@@ -264,3 +268,17 @@ def exact_jaccard_pairs(
     sh_a = shingle_hashes(texts_a, ngram, seed)
     sh_b = shingle_hashes(texts_b, ngram, seed)
     return np.array([jaccard_of_sets(sh_a.of(i), sh_b.of(i)) for i in range(len(sh_a.offsets) - 1)])
+
+
+def exact_jaccard_of_nodes(
+    texts: pa.Array | pa.ChunkedArray, a: np.ndarray, b: np.ndarray, ngram: int = 5, seed: int = 1
+) -> np.ndarray:
+    """:func:`exact_jaccard_pairs` of ``(texts[a[i]], texts[b[i]])``, shingling each text once however many
+    pairs it is in (a document of a big cluster is in many); the same values, pair for pair."""
+    used, where = np.unique(np.concatenate([a, b]), return_inverse=True)
+    shingles = shingle_hashes(texts.take(pa.array(used)), ngram, seed)
+    sets = [np.unique(shingles.of(i)) for i in range(len(used))]
+    ia, ib = where[: len(a)], where[len(a) :]
+    return np.array(
+        [jaccard_of_unique(sets[i], sets[j]) for i, j in zip(ia, ib, strict=True)], dtype=np.float64
+    )

@@ -21,7 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from fm_assets.transforms.dedup.minhash import estimate_jaccard, exact_jaccard_pairs
+from fm_assets.transforms.dedup.minhash import estimate_jaccard, exact_jaccard_of_nodes, exact_jaccard_pairs
 from fm_assets.transforms.dedup.near_dup.config import NearDedupConfig
 from fm_assets.transforms.dedup.near_dup.index import PRIOR_BANDS_SCHEMA, PRIOR_SIGS_SCHEMA
 
@@ -146,9 +146,6 @@ def similarities(pairs: DataFrame, nodes: DataFrame, config: NearDedupConfig) ->
     return joined.select(*columns).mapInArrow(similarity_batches(config), _SIM_SCHEMA)
 
 
-_SCORE_ROWS = 2000  # pairs per Arrow batch in-process (Spark's spark.sql.execution.arrow.maxRecordsPerBatch)
-
-
 def bucket_pairs(
     band: np.ndarray, band_hash: np.ndarray, member: np.ndarray, prior: np.ndarray, max_bucket_pairs: int
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -198,31 +195,18 @@ def bucket_pairs(
 
 
 def score_pairs(a: np.ndarray, b: np.ndarray, nodes: pa.Table, config: NearDedupConfig) -> np.ndarray:
-    """Similarity (float64) of node pairs (row numbers of ``nodes``: doc_id, signature, text) through
-    :func:`similarity_batches`, the function the Spark path maps over its joined pairs."""
-    compute = similarity_batches(config)
-    doc_id, signature, text = (nodes.column(c).combine_chunks() for c in ("doc_id", "signature", "text"))
-    out = np.empty(len(a), dtype=np.float64)
-
-    def batches() -> Iterator[pa.RecordBatch]:
-        for lo in range(0, len(a), _SCORE_ROWS):
-            ia, ib = pa.array(a[lo : lo + _SCORE_ROWS]), pa.array(b[lo : lo + _SCORE_ROWS])
-            yield pa.RecordBatch.from_arrays(
-                [
-                    doc_id.take(ia),
-                    doc_id.take(ib),
-                    signature.take(ia),
-                    signature.take(ib),
-                    text.take(ia),
-                    text.take(ib),
-                ],
-                names=["a", "b", "sig_a", "sig_b", "text_a", "text_b"],
-            )
-
-    filled = 0
-    for scored in compute(batches()):
-        n = scored.num_rows
-        out[filled : filled + n] = np.asarray(scored.column("similarity"))
-        filled += n
-    assert filled == len(a)
-    return out
+    """Similarity (float64) of node pairs (row numbers of ``nodes``: doc_id, signature, text): the values of
+    :func:`similarity_batches` (the Spark path's scoring) pair for pair, with each node's signature unpacked
+    and its text shingled once for all its pairs rather than once per pair."""
+    if len(a) == 0:
+        return np.empty(0, dtype=np.float64)
+    packed = b"".join(nodes.column("signature").to_pylist())
+    sigs = np.frombuffer(packed, dtype="<u4").reshape(nodes.num_rows, config.num_perm)
+    similarity = np.asarray(estimate_jaccard(sigs[a], sigs[b]), dtype=np.float64)
+    if config.verify_exact:
+        text = nodes.column("text").combine_chunks()
+        valid = np.asarray(text.is_valid())
+        idx = np.flatnonzero(valid[a] & valid[b])
+        if len(idx):
+            similarity[idx] = exact_jaccard_of_nodes(text, a[idx], b[idx], config.ngram, config.seed)
+    return similarity
