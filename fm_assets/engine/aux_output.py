@@ -6,6 +6,8 @@ executor (in-process, worker pool or Spark tasks), same unit commits, resume, pu
 verification as any output, byte-identical for any worker count. The key holds only what the step depends
 on (its code version, its config and the upstream data version), so later runs of the stage whose other
 inputs changed (an earlier batch's index) reuse it. It is a cache: a damaged one is deleted and recomputed.
+The stage lists the auxiliary outputs it used under its ``aux_outputs`` artifact, so the cost report charges
+their units to it.
 """
 
 from __future__ import annotations
@@ -16,12 +18,15 @@ from typing import Any
 import pyarrow as pa
 
 from fm_assets.engine.integrity import DamagedDataError
+from fm_assets.engine.layout import AUX_OUTPUTS
 from fm_assets.engine.records import StageSuccess
 from fm_assets.engine.refs import read_success_at
 from fm_assets.engine.run import ProcessUnit, stage_run_for, units_read
 from fm_assets.engine.stage import StageContext, WorkUnit
 
 log = logging.getLogger(__name__)
+
+__all__ = ["AUX_OUTPUTS", "run_aux_units"]
 
 
 def run_aux_units(

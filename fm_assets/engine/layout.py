@@ -19,6 +19,7 @@ BATCH_MANIFEST = "_batch.json"
 SUCCESS = "_SUCCESS.json"
 CHECKS = "_checks.json"
 PINNED_TOKENIZER = "tokenizers/pinned.json"
+AUX_OUTPUTS = "aux_outputs"  # a stage output's artifact: the auxiliary outputs it used (engine.aux_output)
 
 
 def landing_dir() -> str:

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from fm_assets.engine.landing import list_complete_batches, read_batch_manifest
+from fm_assets.engine.layout import AUX_OUTPUTS
 from fm_assets.engine.records import StageSuccess
 from fm_assets.engine.refs import read_ref, read_success_at
 from fm_assets.engine.store import ObjectStore
@@ -60,7 +61,7 @@ def cost_rows(
             if ref is None:
                 continue
             success = read_success_at(store, ref.prefix)
-            cost = success.cost
+            cost = with_aux_cost(store, success)
             rows.append(
                 {
                     "batch": batch,
@@ -76,6 +77,16 @@ def cost_rows(
                 }
             )
     return rows
+
+
+def with_aux_cost(store: ObjectStore, success: StageSuccess) -> dict[str, Any]:
+    """The output's metered cost plus that of the auxiliary outputs it lists (units it ran before its own)."""
+    cost = dict(success.cost)
+    for prefix in success.artifacts.get(AUX_OUTPUTS) or []:
+        aux = read_success_at(store, prefix).cost
+        for name in ("cpu_seconds", "bytes_read", "bytes_written", "bytes_stored"):
+            cost[name] = cost.get(name, 0) + aux.get(name, 0)
+    return cost
 
 
 def cost_by(rows: Iterable[dict[str, Any]], label: str) -> list[dict[str, Any]]:

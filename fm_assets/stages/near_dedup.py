@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from fm_assets.engine import layout
-from fm_assets.engine.aux_output import run_aux_units
+from fm_assets.engine.aux_output import AUX_OUTPUTS, run_aux_units
 from fm_assets.engine.kinds.removal import RemovalDecision
 from fm_assets.engine.kinds.spark_removal import SparkRemovalStage
 from fm_assets.engine.records import PriorOutput, UnitMarker
@@ -64,6 +64,7 @@ class NearDedupStage(SparkRemovalStage):
                 else:
                     prior_paths.append(str(store.get_dir(rel, staging / f"prior-{prior.batch}")))
             out_index = staging / BAND_INDEX
+            aux: list[str] = []  # the signatures output, when the in-process path computed one
             spark_session = ctx.resource("spark").session  # called only if the Spark engine runs
             outcome = run_near_dedup(
                 spark_session,
@@ -71,7 +72,7 @@ class NearDedupStage(SparkRemovalStage):
                 prior_paths,
                 str(out_index),
                 self.dedup_config(ctx),
-                signatures=lambda: self.signatures(ctx),
+                signatures=lambda: self.signatures(ctx, aux),
             )
             store.put_dir(out_index, layout.in_output(output_prefix, BAND_INDEX), last=layout.SUCCESS)
         removed = {}
@@ -83,10 +84,11 @@ class NearDedupStage(SparkRemovalStage):
                 "survivor_in_earlier_batch": row["survivor_is_prior"],
             }
             removed[row["doc_id"]] = ("near_duplicate", details)
-        return RemovalDecision(removed, {"stats": outcome.stats})
+        return RemovalDecision(removed, {"stats": outcome.stats, AUX_OUTPUTS: aux})
 
-    def signatures(self, ctx: StageContext) -> pa.Table:
-        """The batch's signature rows, computed as units of the ``signatures`` output (the in-process path)."""
+    def signatures(self, ctx: StageContext, aux: list[str]) -> pa.Table:
+        """The batch's signature rows, computed as units of the ``signatures`` output (the in-process path),
+        whose folder is appended to ``aux``."""
         from fm_assets.transforms.dedup.near_dup import signature_units as sig
 
         config = self.dedup_config(ctx)
@@ -100,6 +102,7 @@ class NearDedupStage(SparkRemovalStage):
             process=sig.SignatureUnits(ctx.store, config),
             output_schema=sig.SIGNATURES_SCHEMA,
         )
+        aux.append(done.prefix)
         return sig.read_signatures(ctx.store, list(done.parts))
 
     def complete(
@@ -110,6 +113,7 @@ class NearDedupStage(SparkRemovalStage):
         return {
             "band_index": index if has_index else None,
             "stats": dict(prepared.artifacts.get("stats", {})),
+            AUX_OUTPUTS: list(prepared.artifacts.get(AUX_OUTPUTS, [])),
         }
 
 

@@ -22,6 +22,7 @@ from fm_assets.engine.materialize import materialize
 from fm_assets.engine.refs import read_success
 from fm_assets.engine.stage import StageContext
 from fm_assets.engine.store import ObjectStore
+from fm_assets.reports.cost import cost_rows
 from fm_assets.stages.near_dedup import STAGE as NEAR_DEDUP
 from fm_assets.stages.registry import TEXT_STAGES
 from fm_assets.transforms.dedup.near_dup.config import NearDedupConfig
@@ -110,6 +111,10 @@ def test_signature_units_on_two_workers_equal_one_worker_and_the_driver_path(
     assert sig_success["cost"]["units_where"] == "2 worker processes"
     assert len(sig_success["units"]) == len(upstream.parts) >= 2
     assert sig_success["counts"]["records_out"] == upstream.counts.records_out
+    assert one.success.artifacts["aux_outputs"] == [str(sigs1.relative_to(store1.root))]
+    (row,) = [r for r in cost_rows(store1) if r["stage"] == "near_dedup"]  # the signatures' units are its cost
+    aux_cpu = json.loads((sigs1 / layout.SUCCESS).read_text())["cost"]["cpu_seconds"]
+    assert row["cpu_seconds"] == pytest.approx(one.success.cost["cpu_seconds"] + aux_cpu) and aux_cpu > 0
 
     # every signature computed in one process, as before the units: the same removals and index bytes
     kept = {
