@@ -5,7 +5,9 @@ how a value becomes the key (text: ``content_hash``; media: the raw-bytes sha256
 index of kept keys it leaves for later batches. The first occurrence (unit order, then row order) survives
 and earlier batches win. The earlier batches' data versions are inputs of the stage key; until every earlier
 landed batch has output the stage raises ``EarlierBatchPending`` (``engine.refs.earlier_outputs``), so
-concurrent runs in any order write what serial runs in id order write.
+concurrent runs in any order write what serial runs in id order write. The keys themselves (hashing a
+document's whole text) are computed by units of the stage's ``keys`` output (``engine.aux_output``), spread
+over its workers; the driver only reads (doc id, key) pairs and decides.
 """
 
 from __future__ import annotations
@@ -18,11 +20,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from fm_assets.engine import layout
+from fm_assets.engine.aux_output import run_aux_units
 from fm_assets.engine.kinds.removal import RemovalDecision, Removals, RemovalStage
+from fm_assets.engine.layout import AUX_OUTPUTS
 from fm_assets.engine.records import PriorOutput, UnitMarker
 from fm_assets.engine.refs import earlier_outputs
-from fm_assets.engine.stage import SideInputs, StageContext, WorkUnit
-from fm_assets.engine.store import iter_parquet_batches
+from fm_assets.engine.stage import SideInputs, StageContext, UnitResult, WorkUnit
+from fm_assets.engine.store import ObjectStore, iter_parquet_batches
+from fm_assets.engine.unit_writer import UnitWriter
+
+KEY = "key"  # the key column of the ``keys`` auxiliary output
 
 
 def _same(value: Any) -> Any:
@@ -69,36 +76,46 @@ class ExactDedupStage(RemovalStage):
     def decide(self, ctx: StageContext, units: list[WorkUnit], output_prefix: str) -> RemovalDecision:
         key = self.dedup_key
         seen = self._earlier_keys(ctx)
+        keyed, aux = self._batch_keys(ctx, units)
         removed: Removals = {}
         kept_keys: list[Any] = []  # survivors in output order, for this batch's index
         kept_ids: list[str] = []
-        for unit in units:
-            for part in unit.inputs:
-                for rows in iter_parquet_batches(
-                    ctx.store, part, columns=["doc_id", key.column, *key.also], batch_size=self.batch_rows
-                ):
-                    values = zip(*(rows[c].to_pylist() for c in (key.column, *key.also)), strict=True)
-                    for doc_id, value in zip(rows["doc_id"].to_pylist(), values, strict=True):
-                        digest = key.of(*value)
-                        first_batch, first_doc = seen.setdefault(digest, (ctx.batch, doc_id))
-                        if (first_batch, first_doc) == (ctx.batch, doc_id):
-                            kept_keys.append(digest)
-                            kept_ids.append(doc_id)
-                            continue
-                        reason = (
-                            "exact_duplicate" if first_batch == ctx.batch else "exact_duplicate_cross_batch"
-                        )
-                        details = {"duplicate_of": first_doc, "duplicate_of_batch": first_batch}
-                        if key.in_details:
-                            details[key.column] = digest
-                        removed[doc_id] = (reason, details)
+        for doc_id, digest in zip(keyed["doc_id"].to_pylist(), keyed[KEY].to_pylist(), strict=True):
+            first_batch, first_doc = seen.setdefault(digest, (ctx.batch, doc_id))
+            if (first_batch, first_doc) == (ctx.batch, doc_id):
+                kept_keys.append(digest)
+                kept_ids.append(doc_id)
+                continue
+            reason = "exact_duplicate" if first_batch == ctx.batch else "exact_duplicate_cross_batch"
+            details = {"duplicate_of": first_doc, "duplicate_of_batch": first_batch}
+            if key.in_details:
+                details[key.column] = digest
+            removed[doc_id] = (reason, details)
         kept = pa.table(
             {
                 key.index_field.name: pa.array(kept_keys, key.index_field.type),
                 "doc_id": pa.array(kept_ids, pa.string()),
             }
         )
-        return RemovalDecision(removed, {"kept": kept})
+        return RemovalDecision(removed, {"kept": kept, AUX_OUTPUTS: [aux]})
+
+    def _batch_keys(self, ctx: StageContext, units: list[WorkUnit]) -> tuple[pa.Table, str]:
+        """(doc_id, key) of every record in unit then row order, computed by units of the ``keys`` output
+        (the driver reads ids and keys, never the records), and that output's folder."""
+        key = self.dedup_key
+        schema = pa.schema([("doc_id", pa.string()), (KEY, key.index_field.type)])
+        done = run_aux_units(
+            ctx,
+            stage=self.name,
+            name="keys",
+            code_version=f"{self.code_version}/keys-v1",
+            config={"column": key.column, "also": list(key.also)},
+            units=units,
+            process=DedupKeyUnits(ctx.store, key, schema, self.batch_rows),
+            output_schema=schema,
+        )
+        tables = [pq.read_table(handle) for handle in map(ctx.store.open, done.parts)]
+        return (pa.concat_tables(tables).cast(schema) if tables else schema.empty_table()), done.prefix
 
     def complete(
         self, ctx: StageContext, prepared: RemovalDecision, output_prefix: str, markers: list[UnitMarker]
@@ -109,4 +126,33 @@ class ExactDedupStage(RemovalStage):
         with ctx.store.staging_dir() as staging:
             pq.write_table(kept, staging / name, compression="zstd")
             ctx.store.put_file(staging / name, rel)
-        return {self.dedup_key.artifact: rel, "kept": kept.num_rows}
+        return {
+            self.dedup_key.artifact: rel,
+            "kept": kept.num_rows,
+            AUX_OUTPUTS: list(prepared.artifacts.get(AUX_OUTPUTS, [])),
+        }
+
+
+@dataclass(frozen=True)
+class DedupKeyUnits:
+    """``ProcessUnit``: the dedup key of every record of the unit's parts, with its doc id, in row order."""
+
+    store: ObjectStore
+    key: DedupKey
+    schema: pa.Schema
+    batch_rows: int
+
+    def __call__(self, unit: WorkUnit, writer: UnitWriter, prefix: str) -> UnitResult:
+        columns = ["doc_id", self.key.column, *self.key.also]
+        records = 0
+        for part in unit.inputs:
+            for rows in iter_parquet_batches(self.store, part, columns=columns, batch_size=self.batch_rows):
+                values = zip(*(rows[c].to_pylist() for c in columns[1:]), strict=True)
+                keys = [self.key.of(*value) for value in values]
+                writer.write_table(
+                    pa.table(
+                        [rows["doc_id"], pa.array(keys, self.schema.field(KEY).type)], schema=self.schema
+                    )
+                )
+                records += rows.num_rows
+        return UnitResult(records_in=records)

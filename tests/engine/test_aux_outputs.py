@@ -1,6 +1,8 @@
-"""near_dedup's MinHash signatures run as units of its ``signatures`` output: on 1 or 2 worker processes the
-stage writes the same bytes, and the same removals and band index as computing every signature in the driver;
-the output is reused by a later run of the stage and recomputed when damaged."""
+"""Per-document work of partition-wide stages runs as units of auxiliary outputs (``engine.aux_output``).
+
+near_dedup's MinHash signatures (its ``signatures`` output) and exact dedup's keys (``keys``): on 1 or 2
+worker processes the stages write the same bytes, near_dedup the same removals and band index as computing
+every signature in the driver; the output is reused by a later run and recomputed when damaged."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from fm_assets.engine.refs import read_success
 from fm_assets.engine.stage import StageContext
 from fm_assets.engine.store import ObjectStore
 from fm_assets.reports.cost import cost_rows
+from fm_assets.stages.dedup import STAGE as DEDUP
 from fm_assets.stages.near_dedup import STAGE as NEAR_DEDUP
 from fm_assets.stages.registry import TEXT_STAGES
 from fm_assets.transforms.dedup.near_dup.config import NearDedupConfig
@@ -32,6 +35,7 @@ pytestmark = [pytest.mark.slow]
 
 LICENCE = "CC-BY-SA-4.0"
 VARIANTS = 12
+EXACT = 3  # verbatim copies: exact dedup's
 
 
 def near_copy(text: str, rng: random.Random) -> str:
@@ -55,6 +59,7 @@ def until_blocklist(real_sample: dict, tmp_path_factory: pytest.TempPathFactory)
     src = tmp_path_factory.mktemp("near-src") / "docs.jsonl"
     rows = [{"text": d["text"], "url": d["url"]} for d in long_docs]
     rows += [{"text": near_copy(d["text"], rng), "url": d["url"] + "#copy"} for d in long_docs[:VARIANTS]]
+    rows += [{"text": d["text"], "url": d["url"] + "#same"} for d in long_docs[-EXACT:]]
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
     root = tmp_path_factory.mktemp("near-upstream") / "root"
@@ -78,8 +83,8 @@ def near_dedup(store: ObjectStore, workers: int) -> Any:
     return run_one(store, NEAR_DEDUP, settings(workers=workers, near_dedup=True), spark=spark)
 
 
-def signatures_folder(store: ObjectStore) -> Path:
-    found = sorted((Path(store.root) / "stages" / "near_dedup" / BATCH).glob("signatures-*"))
+def signatures_folder(store: ObjectStore, stage: str = "near_dedup", name: str = "signatures") -> Path:
+    found = sorted((Path(store.root) / "stages" / stage / BATCH).glob(f"{name}-*"))
     assert len(found) == 1, found
     return found[0]
 
@@ -112,7 +117,9 @@ def test_signature_units_on_two_workers_equal_one_worker_and_the_driver_path(
     assert len(sig_success["units"]) == len(upstream.parts) >= 2
     assert sig_success["counts"]["records_out"] == upstream.counts.records_out
     assert one.success.artifacts["aux_outputs"] == [str(sigs1.relative_to(store1.root))]
-    (row,) = [r for r in cost_rows(store1) if r["stage"] == "near_dedup"]  # the signatures' units are its cost
+    (row,) = [
+        r for r in cost_rows(store1) if r["stage"] == "near_dedup"
+    ]  # the signatures' units are its cost
     aux_cpu = json.loads((sigs1 / layout.SUCCESS).read_text())["cost"]["cpu_seconds"]
     assert row["cpu_seconds"] == pytest.approx(one.success.cost["cpu_seconds"] + aux_cpu) and aux_cpu > 0
 
@@ -157,3 +164,20 @@ def test_signatures_are_reused_and_a_damaged_copy_is_recomputed(
     assert "signatures output is damaged; recomputing it" in caplog.text
     assert third.data_version == first.data_version
     assert file_digests(folder) == before
+
+
+def test_exact_dedup_keys_on_two_workers_equal_the_one_worker_run(
+    until_blocklist: Path, tmp_path: Path
+) -> None:
+    store = copy_root(until_blocklist, tmp_path / "root")
+    first = read_success(store, "dedup", BATCH)  # the fixture's run: keys on 1 worker
+    assert set(first.rejects_by_reason) == {"exact_duplicate"} and first.counts.records_rejected >= EXACT
+    before = file_digests(Path(store.root) / first.prefix)
+    shutil.rmtree(signatures_folder(store, "dedup", "keys"))
+    store.delete(first.prefix)
+    again = run_one(store, DEDUP, settings(workers=2, near_dedup=True))
+    assert again.prefix == first.prefix and again.data_version == first.data_version
+    assert file_digests(Path(store.root) / again.prefix) == before
+    keys = signatures_folder(store, "dedup", "keys")
+    assert json.loads((keys / layout.SUCCESS).read_text())["cost"]["units_where"] == "2 worker processes"
+    assert again.success.artifacts["aux_outputs"] == [str(keys.relative_to(store.root))]
