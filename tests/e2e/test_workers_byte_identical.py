@@ -109,6 +109,8 @@ def test_every_stage_as_spark_tasks_on_a_two_worker_cluster_writes_the_local_byt
     # the run's session (still live in this process) is the cluster's, with one executor per worker
     session = SparkSession.builder.getOrCreate()
     assert session.sparkContext.master == spark_cluster_master
+    conf = session.sparkContext.getConf()
+    assert {key: conf.get(key) for key in EXECUTOR_CONF} == EXECUTOR_CONF  # FM_SPARK_CONF reached the session
     jvm_context: Any = session.sparkContext._jsc
     assert jvm_context.sc().getExecutorMemoryStatus().size() - 1 == 2  # block managers less the driver's
 
