@@ -31,7 +31,7 @@ import psutil
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests" / "spark"))
+sys.path.insert(0, str(REPO / "tests"))
 
 from datasketch import MinHash, MinHashLSH  # noqa: E402
 from spark_planted import base_documents, planted_corpus, shingle_set  # noqa: E402

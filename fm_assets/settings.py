@@ -115,6 +115,11 @@ class Settings(PipelineSettings, BaseSettings):
         default=None, description="Spark master; default local[2] (local), local[*] (prod)"
     )
     spark_log_level: str = Field(default="ERROR", description="Spark's own log level")
+    spark_conf: dict[str, str] = Field(
+        default_factory=dict,
+        description='Extra Spark settings, JSON, e.g. {"spark.executor.memory": "4g", "spark.cores.max": "64"} '
+        "for a cluster master (they win over the platform's defaults)",
+    )
     dagster_log_level: str = Field(
         default="ERROR", description="Console log level of `fm run`'s Dagster runs"
     )

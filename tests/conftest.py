@@ -1,4 +1,4 @@
-"""Shared fixtures: a small slice of real public text, a trained tokenizer, an isolated FM_ROOT + DAGSTER_HOME."""
+"""Shared fixtures: a small slice of real public text, a trained tokenizer, an isolated FM_ROOT + DAGSTER_HOME,\nan S3 server and a loopback Spark cluster."""
 
 from __future__ import annotations
 
@@ -109,3 +109,13 @@ def s3_env(monkeypatch, s3_server):
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     monkeypatch.setenv("FM_S3_ENDPOINT_URL", s3_server)
     return {"endpoint": s3_server, "bucket": "fm-test"}
+
+
+@pytest.fixture(scope="session")
+def spark_cluster_master(tmp_path_factory):
+    """A standalone Spark master + 2 workers (1 core each, 1g for executors) on loopback, for the session:
+    tests/loopback_spark.py starts it and stops every daemon (and this process's session) at the end."""
+    from loopback_spark import loopback_cluster
+
+    with loopback_cluster(workers=2, state=tmp_path_factory.mktemp("spark-cluster")) as master:
+        yield master

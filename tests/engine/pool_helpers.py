@@ -1,9 +1,10 @@
-"""Shared pieces of the unit-pool tests: a real stage chain on the sample, fingerprints of stage outputs, and
-filter variants that fail, cheat or die in one unit. They live in a module (not in a test function) because
-a worker process imports a stage's class by reference."""
+"""Shared pieces of the unit-pool tests: a real stage chain on the sample, fingerprints of stage outputs,
+filter variants that fail, cheat or die in one unit, and near_dedup with a lower in-process threshold. They
+live in a module (not in a test function) because a worker process imports a stage's class by reference."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import signal
@@ -25,7 +26,9 @@ from fm_assets.engine.verdict import Verdict
 from fm_assets.side_inputs.blocklists import BlocklistSource
 from fm_assets.side_inputs.eval_registry import EvalRegistry
 from fm_assets.stages.filter import FilterStage
+from fm_assets.stages.near_dedup import NearDedupStage
 from fm_assets.stages.registry import TEXT_STAGES
+from fm_assets.transforms.dedup.near_dup.config import NearDedupConfig
 
 BATCH = "b-pool"
 CHAIN = ("land", "validate", "pii_preflag", "filter")
@@ -56,6 +59,27 @@ def land_sample(root: Path, sample: dict) -> ObjectStore:
         dest / sorted(sample["packages"])[0]
     )  # the other packages' records: quarantined
     land_batch(store, dest, source="sample", license_id=licence, namespace="cloud", batch_id=BATCH)
+    return store
+
+
+def land_planted(root: Path, bases: int) -> ObjectStore:
+    """Land ``bases`` real-text documents, each with its planted near-duplicates (tests/spark_planted.py),
+    as ``BATCH``."""
+    import json
+
+    from spark_planted import planted_corpus  # imported here, as above
+
+    corpus = planted_corpus(bases, seed=3)
+    src = root.parent / f"{root.name}-planted"
+    src.mkdir(parents=True)
+    (src / "docs.jsonl").write_text(
+        "".join(
+            json.dumps({"text": text, "url": f"https://docs.example.org/{doc_id}"}) + "\n"
+            for doc_id, text in zip(corpus.doc_ids, corpus.texts, strict=True)
+        )
+    )
+    store = ObjectStore(str(root))
+    land_batch(store, src, source="planted", license_id="CC-BY-SA-3.0", namespace="cloud", batch_id=BATCH)
     return store
 
 
@@ -164,6 +188,16 @@ class SlowFilter(FilterStage):
         Path(self.pid_dir, str(os.getpid())).touch()
         time.sleep(self.delay)
         return super().process(unit)
+
+
+class ThresholdNearDedup(NearDedupStage):
+    """The real near_dedup (same key: where it runs is not in it) whose batches of ``local_max_docs``
+    documents or more go to its Spark path rather than in-process."""
+
+    local_max_docs: int = 0
+
+    def dedup_config(self, ctx: StageContext) -> NearDedupConfig:
+        return dataclasses.replace(super().dedup_config(ctx), local_max_docs=self.local_max_docs)
 
 
 def empty_marker(unit: WorkUnit, *, inputs: list[str], extra: dict[str, Any]) -> UnitMarker:

@@ -46,7 +46,11 @@ def build_resources(settings: Settings) -> dict[str, Any]:
         "quality_model_source": QualityModelResource(
             model_file=settings.quality_model_file, train_dir=settings.quality_train_dir
         ),
-        "spark": SparkResource(master=settings.resolved_spark_master, log_level=settings.spark_log_level),
+        "spark": SparkResource(
+            master=settings.resolved_spark_master,
+            log_level=settings.spark_log_level,
+            extra_conf=settings.spark_conf,
+        ),
         "iceberg": IcebergCatalogResource(
             root=settings.root,
             catalog_type=settings.iceberg_catalog_type,
