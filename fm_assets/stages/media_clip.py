@@ -4,8 +4,8 @@ One video record in, one record per clip out (``ClipPolicy``: window, keyframes 
 side, JPEG quality; its ``config()`` with the Pillow and PyAV versions is the stage config). A clip record
 keeps the video's provenance (``cas_hash``, ``media_sha256``) and adds ``clip_index``, ``clip_start_s`` /
 ``clip_end_s``, the keyframe strip (``norm_data``, ``norm_ext = strip.jpg``, one JPEG of the F keyframes
-stacked vertically), the keyframes' pHashes (``phash`` is the middle one's, what ``media_near_dedup`` joins
-on) and the motion / blank measurements ``media_filter`` judges. The clip id is ``<video id>@c<NNN>`` (the
+stacked vertically), the keyframes' pHashes (``keyframe_phashes``, all of which ``media_near_dedup`` compares;
+``phash`` is the middle one's) and the motion / blank measurements ``media_filter`` judges. The clip id is ``<video id>@c<NNN>`` (the
 revocation blast radius maps it back to its video as it maps a packed piece to its document). A
 video shorter than one clip is a ``video_too_short`` reject; a video that no longer decodes is
 ``corrupt_video``. Accounting counts videos: ``records_out`` is the videos (and images, audio) that gave

@@ -9,7 +9,7 @@ per video; Pillow's resize and JPEG encoder are deterministic, so a re-run gives
 
 Per clip it also measures what the clip rules judge: ``motion`` (mean absolute luma difference between
 consecutive keyframes at 32x32, 0..1) and ``blank_fraction`` (share of keyframes that are near-uniform or
-black), and the pHash of every keyframe (near-dup uses the middle one).
+black), and the pHash of every keyframe (near-dup compares them all, aligned by position).
 """
 
 from __future__ import annotations

@@ -165,6 +165,8 @@ def test_video_near_and_exact_duplicates_across_batches(tmp_path, settings):
     (second_dir / "resized.txt").write_text("The same pattern, smaller.")
     (second_dir / "again.mp4").write_bytes(original)
     (second_dir / "again.txt").write_text("The very same file.")
+    (second_dir / "other.mp4").write_bytes(encode_video(moving_frames(96, 64, 45, seed=8), fps=5))
+    (second_dir / "other.txt").write_text("Another pattern: never paired with the first.")
     second = land_batch(store, second_dir, source="gen", license_id="CC-BY-4.0", namespace="cloud").batch
     outcomes = run_chain(store, second, settings)
     assert outcomes["media_dedup"].success.rejects_by_reason == {"exact_duplicate_cross_batch": 1}
@@ -172,6 +174,14 @@ def test_video_near_and_exact_duplicates_across_batches(tmp_path, settings):
     ((reason, details),) = near.values()
     assert reason == "near_duplicate" and details["survivor_batch"] == first
     assert details["survivor_id"].endswith("@c000") and details["hamming_distance"] <= details["max_distance"]
+    # every keyframe is compared: the distance is the mean of the four aligned keyframes' distances
+    frames = details["keyframe_distances"]
+    assert len(frames) == 4 and details["hamming_distance"] == round(sum(frames) / 4, 4)
+    assert details["distance_rule"] == "mean over aligned keyframes"
+    with store.open(outcomes["media_near_dedup"].success.artifacts["phash_index"]) as handle:
+        index = pq.read_table(handle).to_pylist()
+    (kept,) = index  # other.mp4's clip: kept, with every keyframe's hash for later batches
+    assert kept["modality"] == "video" and len(kept["phashes"]) == 4 and kept["phash"] == kept["phashes"][2]
 
 
 @pytest.mark.slow
