@@ -50,7 +50,8 @@ NEAR_DUP = ImageNearDupConfig()
 
 class MediaNearDedupStage(SparkRemovalStage):
     name = "media_near_dedup"
-    # v3: rejects name the landed file; v4: video clips; v5: clips by every keyframe (mean distance)
+    # v3: rejects name the landed file; v4: video clips; v5: clips by every keyframe (mean distance), clip_*
+    # columns
     code_version = "media-near-dedup-v5"
     upstream = "media_dedup"
     description = (

@@ -13,6 +13,7 @@ bucket          () int64         image-text: the bucket index (``H, W = loader.b
                                  video-text: ``aspect * len(frame_counts) + frame-count index``
 frames          (B,F,3,H,W) u8   video-text only: the clip's F keyframes fitted to the bucket's shape
 frame_mask      (B, F) bool      video-text only: ``True`` on real keyframes (``False`` for padding)
+clips           list[bytes|None] video-text only, when the release carries clips: each sample's re-encoded clip (MP4)
 audio           (B, S) float32   audio-text only: mono waveform, zero after its length
 audio_mask      (B, S) bool      audio-text only: ``True`` on real frames
 audio_lengths   (B,) int64       audio-text only: real frames per sample
@@ -48,7 +49,7 @@ from fm_loader.media.errors import CorruptSampleError
 from fm_loader.media.gpu_decode import GpuImageDecoder, payloads, select_image_decode
 from fm_loader.media.manifest import MediaManifest
 from fm_loader.media.plan import ROW, SAMPLE_ID, SHARD, SOURCE, BucketPlanner, FixedPlanner, PlannedBatch
-from fm_loader.media.sources import MediaShardReader, MediaSource
+from fm_loader.media.sources import MediaShardReader, MediaSource, SampleBytes
 from fm_loader.mixture import Mixture
 from fm_loader.sources import CorruptShardError, Source
 from fm_loader.state import StateSpec
@@ -186,6 +187,12 @@ class MediaSamples(BatchBuilder):
         """Add the kind's own tensors to ``batch``."""
         raise NotImplementedError
 
+    def _decode_sample(
+        self, out: dict[str, Any], slot: int, sample: SampleBytes, shape: tuple[int, ...]
+    ) -> None:
+        """Decode one verified sample into ``slot``: its media (a kind with more members adds them)."""
+        self._decode(out, slot, sample.media, shape)
+
     def build(self, work: BatchSpec) -> Built:
         """This rank's batch: numpy buffers filled sample by sample, handed to torch without a copy."""
         n, width = len(work.refs), self.max_caption_tokens
@@ -227,7 +234,7 @@ class MediaSamples(BatchBuilder):
         if sample is None:
             return False
         try:
-            self._decode(out, slot, sample.media, shape)
+            self._decode_sample(out, slot, sample, shape)
             if "where" in out:  # decoded later (on the GPU): errors there must name the sample
                 out["where"][slot] = (reader.label, row, reader.index.key(row))
         except ValueError as exc:

@@ -1,5 +1,6 @@
 """Video-text batches: a clip's keyframe strip decoded to ``(F, 3, H, W)``, bucketed by (aspect ratio, keyframe
-count). Everything else (stream, plan, state, resume, corrupt-sample handling) is the image-text builder's."""
+count), plus each sample's re-encoded clip (``clips``, MP4 bytes) when the release carries clips. Everything
+else (stream, plan, state, resume, corrupt-sample handling) is the image-text builder's."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from fm_loader.builders.media import BatchSpec, ImageText
 from fm_loader.media.decode import decode_strip
 from fm_loader.media.manifest import MediaManifest
 from fm_loader.media.plan import BucketPlanner, PlannedBatch
+from fm_loader.media.sources import SampleBytes
 
 if TYPE_CHECKING:
     from fm_loader.loader import Loader
@@ -32,6 +34,8 @@ class VideoText(ImageText):
             {int(f) for m in manifests for s in m.shards for f in s.shape_summary.get("keyframes", [])}
         )
         self.frame_counts = counts or [1]
+        # a release whose shards carry re-encoded clips: batches add ``clips`` (None for a sample without one)
+        self.with_clips = any(s.shape_summary.get("clips") for m in manifests for s in m.shards)
         super().__init__(loader, manifests)
         self.planner = BucketPlanner(
             self.stream,
@@ -63,7 +67,18 @@ class VideoText(ImageText):
         )
 
     def _buffers(self, n: int, shape: tuple[int, ...]) -> dict[str, Any]:
-        return {"frames": np.zeros((n, shape[0], 3, *shape[1:]), dtype=np.uint8)}
+        out: dict[str, Any] = {"frames": np.zeros((n, shape[0], 3, *shape[1:]), dtype=np.uint8)}
+        if self.with_clips:
+            out["clips"] = [None] * n
+        return out
+
+    def _decode_sample(
+        self, out: dict[str, Any], slot: int, sample: SampleBytes, shape: tuple[int, ...]
+    ) -> None:
+        self._decode(out, slot, sample.media, shape)
+        if self.with_clips:
+            clip = sample.clip()
+            out["clips"][slot] = bytes(clip) if clip is not None else None
 
     def _decode(self, out: dict[str, Any], slot: int, media: memoryview, shape: tuple[int, ...]) -> None:
         out["frames"][slot] = decode_strip(media, shape[0], shape[1], shape[2]).transpose(0, 3, 1, 2)
@@ -72,4 +87,8 @@ class VideoText(ImageText):
         frames = out["frames"]
         batch["frames"] = torch.from_numpy(frames)
         batch["frame_mask"] = torch.from_numpy(np.repeat(out["valid"][:, None], frames.shape[1], axis=1))
+        if self.with_clips:
+            batch["clips"] = [
+                c if v else None for c, v in zip(out["clips"], out["valid"].tolist(), strict=True)
+            ]
         batch["bucket"] = torch.tensor(spec.planned.bucket, dtype=torch.int64)

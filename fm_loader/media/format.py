@@ -10,6 +10,11 @@ Energon requires, and traceable to the shard), three members in this order:
   fields measured from the media headers: ``width``/``height`` for images (and for one keyframe of a video
   clip, with ``keyframes``), ``sample_rate``/``frames``/``channels``/``duration_s`` for audio. Sorted keys, no whitespace.
 
+A video-text sample may carry a fourth member last, ``<key>.clip.mp4``: the clip itself, re-encoded (when the
+pipeline's clip policy stores clips). It is inside the sample's byte range and checksum; the index does not
+locate it (its record layout is unchanged): a reader finds it from the tar header after the ``.json`` member
+(:func:`trailing_clip`). Readers that know three members skip it; the manifest's shape summary counts clips.
+
 Tar headers are written exactly as the text format writes them (:mod:`fm_loader.format`: ustar, mtime 0,
 uid/gid 0, no owner names), so identical samples give identical bytes and ``webdataset`` reads the tar as it is.
 
@@ -27,6 +32,7 @@ import io
 import json
 import math
 import re
+import tarfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,11 +49,13 @@ from fm_loader.media.index import (
     decode_media_index,
     encode_media_index,
 )
+from fm_loader.tarwriter import BLOCK as TAR_BLOCK
 from fm_loader.tarwriter import SampleTar
 
 # the sample index lives in fm_loader.media.index; this is the media codec's public face
 __all__ = [
     "AUDIO_EXTS",
+    "CLIP_EXT",
     "IMAGE_EXTS",
     "KEY_PATTERN",
     "MEDIA_EXTS",
@@ -72,11 +80,13 @@ __all__ = [
     "probe_shape",
     "sample_json",
     "shape_summary",
+    "trailing_clip",
 ]
 
 IMAGE_EXTS = ("jpg", "png")
 AUDIO_EXTS = ("flac", "wav")
 VIDEO_EXTS = ("strip.jpg",)  # a clip's F keyframes stacked vertically in one JPEG
+CLIP_EXT = "clip.mp4"  # the optional fourth member of a video-text sample: the clip re-encoded
 MEDIA_EXTS = IMAGE_EXTS + AUDIO_EXTS + VIDEO_EXTS
 MEDIA_KIND = {ext: code for code, ext in enumerate(MEDIA_EXTS)}  # the index's media_kind byte
 _PIL_FORMATS = {"jpg": "JPEG", "png": "PNG"}
@@ -120,6 +130,7 @@ class MediaSample:
         meta: JSON-serialisable metadata; must hold ``licence`` and ``provenance``; may hold ``caption_tokens``
             (a list of token ids in ``[0, 65536)``). Shape fields (``width``/``height``, ``sample_rate``/
             ``frames``/``channels``/``duration_s``) are measured from the media; given ones must agree.
+        clip: Video-text only, optional: the clip re-encoded (MP4), stored as ``<key>.clip.mp4``.
     """
 
     key: str
@@ -127,6 +138,7 @@ class MediaSample:
     media_ext: str
     text: str
     meta: dict[str, Any] = field(default_factory=dict)
+    clip: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -305,6 +317,13 @@ def _check_sample(sample: MediaSample, shard_name: str, position: int, seen: dic
         raise ValueError(f"{where}: media must be non-empty bytes")
     if not isinstance(sample.text, str):
         raise ValueError(f"{where}: text must be a str, got {type(sample.text).__name__}")
+    if sample.clip is not None:
+        if sample.media_ext not in VIDEO_EXTS:
+            raise ValueError(
+                f"{where}: only a video-text sample carries a clip; drop it or use a keyframe strip"
+            )
+        if not isinstance(sample.clip, (bytes, bytearray)) or not sample.clip:
+            raise ValueError(f"{where}: clip must be non-empty bytes (or None)")
     return where
 
 
@@ -334,6 +353,7 @@ def encode_media_shard(samples: Iterable[MediaSample], shard_name: str) -> Encod
     seen: dict[str, int] = {}
     modality = ""
     shapes: list[MediaShape] = []
+    clips = 0
     for position, sample in enumerate(samples):
         where = _check_sample(sample, shard_name, position, seen)
         kind = modality_of(sample.media_ext)
@@ -356,6 +376,9 @@ def encode_media_shard(samples: Iterable[MediaSample], shard_name: str) -> Encod
         media_offset = tar.add_member(f"{base}.{sample.media_ext}", media)
         text_offset = tar.add_member(f"{base}.txt", text)
         meta_offset = tar.add_member(f"{base}.json", meta)
+        if sample.clip is not None:
+            tar.add_member(f"{base}.{CLIP_EXT}", bytes(sample.clip))
+            clips += 1
         checksum, size = tar.end_sample()
         records.append(
             (
@@ -395,9 +418,32 @@ def encode_media_shard(samples: Iterable[MediaSample], shard_name: str) -> Encod
         samples=len(records),
         bytes=len(tar_bytes),
         modality=f"{modality}-text",
-        shape_summary=shape_summary(index),
+        shape_summary={**shape_summary(index), **({"clips": clips} if clips else {})},
     )
     return EncodedMediaShard(files={tar_name: tar_bytes, index_name: index_bytes}, info=info)
+
+
+def trailing_clip(tail: memoryview, meta_size: int) -> memoryview | None:
+    """The ``<key>.clip.mp4`` payload of a sample, or None when the sample has three members.
+
+    Args:
+        tail: The sample's verified bytes from the start of its ``.json`` payload to the sample's end.
+        meta_size: The ``.json`` payload's size.
+
+    Raises:
+        ValueError: Bytes follow the ``.json`` member but are not a whole clip member.
+    """
+    start = meta_size + (-meta_size) % TAR_BLOCK
+    if start + TAR_BLOCK > len(tail):
+        return None
+    try:
+        info = tarfile.TarInfo.frombuf(bytes(tail[start : start + TAR_BLOCK]), "utf-8", "strict")
+    except tarfile.TarError as exc:
+        raise ValueError(f"the member after the sample's .json has no valid tar header ({exc})") from exc
+    payload = start + TAR_BLOCK
+    if not info.name.endswith(f".{CLIP_EXT}") or payload + info.size > len(tail):
+        raise ValueError(f"the member after the sample's .json is {info.name!r}, not a whole .{CLIP_EXT}")
+    return tail[payload : payload + info.size]
 
 
 def shape_summary(records: np.ndarray) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import tarfile
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -279,3 +280,44 @@ def test_a_still_equal_to_a_keyframe_is_not_a_near_duplicate_of_the_clip(tmp_pat
     assert hamming(phash64(still) & (2**64 - 1), clip["phash"] & (2**64 - 1)) <= 8  # close enough to pair
     assert {r["modality"] for r in index} == {"image", "video"}
     assert outcomes["media_near_dedup"].success.rejects_by_reason == {}
+
+
+@pytest.mark.slow
+def test_stored_clips_reach_the_shards_and_the_loader_with_the_same_bytes_on_a_rerun(tmp_path):
+    from fm_assets.stages.media_clip import STAGE as MEDIA_CLIP
+    from fm_loader import Loader
+
+    stored = PipelineConfigResource(progress=False, rows_per_shard=8, video_store_clips=True)
+    plain = PipelineConfigResource(progress=False, rows_per_shard=8)
+    tars, manifests = [], []
+    video = clip_video(17.0, fps=5, seed=9, container="webm", codec="libvpx")  # one input for both runs
+    for run in ("a", "b"):
+        store = ObjectStore(str(tmp_path / run))
+        pin_tokenizer(store)
+        folder = tmp_path / f"in-{run}"
+        folder.mkdir()
+        (folder / "v.webm").write_bytes(video)
+        (folder / "v.txt").write_text("Two clips, stored.")
+        batch = land_batch(store, folder, source="gen", license_id="CC-BY-4.0", namespace="cloud").batch
+        ctx = StageContext(store, batch, stored, {})
+        assert MEDIA_CLIP.config(ctx) != MEDIA_CLIP.config(
+            StageContext(store, batch, plain, {})
+        )  # in the key
+        outcomes = run_chain(store, batch, stored)
+        path = store.local_path(outcomes["media_shard"].success.artifacts["manifests"]["video"])
+        manifest = read_manifest(path)
+        manifests.append((path, manifest))
+        tars.append({n: d for n, d in shard_members(manifest) if not n.endswith(".json")})
+    assert tars[0] == tars[1]  # byte-identical media, clips included (the .json names each run's batch)
+    path, manifest = manifests[0]
+    members = dict(shard_members(manifest))
+    clips = {name: data for name, data in members.items() if name.endswith(".clip.mp4")}
+    assert len(clips) == 2 and all(data[4:8] == b"ftyp" for data in clips.values())
+    metas = [json.loads(data) for name, data in members.items() if name.endswith(".json")]
+    assert sorted(m["clip"]["bytes"] for m in metas) == sorted(len(d) for d in clips.values())
+    assert verify_media_dataset(manifest).ok
+    assert manifest.shards[0].shape_summary["clips"] == 2
+    got = []
+    for batch in Loader(str(path), 2, prefetch=0):
+        got += [c for c, v in zip(batch["clips"], batch["valid"].tolist(), strict=True) if v]
+    assert sorted(got) == sorted(clips.values())

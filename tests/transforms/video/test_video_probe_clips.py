@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 
+import numpy as np
 import pytest
 from PIL import Image
 from video_fixtures import audio_only, black_video, clip_video, encode_video, moving_frames
@@ -109,3 +110,28 @@ def test_static_and_black_clips_are_measured_and_judged() -> None:
     assert judge_clip(moving.motion, moving.blank_fraction, rules).keep
     small = judge_video(3.0, 40, 24, rules)
     assert (small.reason, small.details["value"]) == (RESOLUTION_TOO_SMALL, [40, 24])
+
+
+def test_a_stored_clip_is_the_window_re_encoded_with_the_same_bytes_on_every_run() -> None:
+    import av
+
+    video = clip_video(5.0, width=96, height=48, fps=10, seed=3)
+    plain = ClipPolicy(window_s=2.0, min_clip_s=1.5, keyframes=4, short_side=64)
+    stored = ClipPolicy(
+        window_s=2.0, min_clip_s=1.5, keyframes=4, short_side=64, store_clip=True, clip_fps=10
+    )
+    assert all(c.clip is None for c in extract_clips(video, 5.0, plain))  # off by default
+    clips = extract_clips(video, 5.0, stored)
+    assert [c.strip for c in clips] == [c.strip for c in extract_clips(video, 5.0, plain)]  # strips unchanged
+    runs = [[c.clip for c in extract_clips(video, 5.0, stored)] for _ in range(4)]
+    assert all(run == [c.clip for c in clips] for run in runs)  # byte-identical re-runs
+    assert clips[0].clip != clips[1].clip
+    with av.open(io.BytesIO(clips[1].clip or b"")) as container:
+        stream = container.streams.video[0]
+        frames = [f.to_ndarray(format="rgb24") for f in container.decode(stream)]
+        assert (stream.codec_context.name, float(stream.average_rate or 0)) == ("mpeg4", 10.0)
+    assert len(frames) == 20 and frames[0].shape == (64, 128, 3)  # 2 s at 10 fps, the keyframes' size
+    # its frames are the window's: the strip's first keyframe (t = 2.25 s) is the clip's third frame (2.25 s)
+    first_key = np.asarray(Image.open(io.BytesIO(clips[1].strip)).convert("RGB"))[:64].astype(int)
+    errors = [np.abs(f.astype(int) - first_key).mean() for f in frames]
+    assert int(np.argmin(errors)) == 2 and errors[2] < 0.6 * min(errors[:2] + errors[3:])
