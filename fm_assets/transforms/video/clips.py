@@ -163,6 +163,7 @@ def encode_clip(frames: list[Image.Image], policy: ClipPolicy) -> bytes:
         with av.open(out, mode="w", format="mp4", options={"fflags": "+bitexact"}) as container:
             options = {"qscale": str(policy.clip_qscale), "threads": "1", "flags": "+bitexact"}
             stream = container.add_stream(policy.clip_codec, rate=policy.clip_fps, options=options)
+            assert isinstance(stream, av.VideoStream), policy.clip_codec
             stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
             stream.thread_count = 1
             for number, image in enumerate(frames):

@@ -7,7 +7,6 @@ from __future__ import annotations
 import io
 import json
 import tarfile
-from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
