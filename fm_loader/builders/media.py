@@ -315,31 +315,38 @@ class ImageText(MediaSamples):
             return
         out["images"][slot] = decode_image(media, shape[0], shape[1]).transpose(2, 0, 1)
 
+    @staticmethod
+    def _pack_chunks(batch: dict[str, Any], out: dict[str, Any]) -> None:
+        """The compressed bytes of a batch that is not decoded here (``image_decode`` "gpu" or "bytes")."""
+        sizes = [len(c) for c in out["chunks"]]
+        batch["image_bytes"] = torch.from_numpy(np.frombuffer(b"".join(out["chunks"]), dtype=np.uint8).copy())
+        batch["image_offsets"] = torch.from_numpy(np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64))
+        batch["image_where"] = out["where"]
+
     def _finish(self, batch: dict[str, Any], out: dict[str, Any], spec: BatchSpec) -> None:
         if "chunks" in out:
-            sizes = [len(c) for c in out["chunks"]]
-            batch["image_bytes"] = torch.from_numpy(
-                np.frombuffer(b"".join(out["chunks"]), dtype=np.uint8).copy()
-            )
-            batch["image_offsets"] = torch.from_numpy(
-                np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-            )
-            batch["image_where"] = out["where"]
+            self._pack_chunks(batch, out)
         else:
             batch["images"] = torch.from_numpy(out["images"])
         batch["bucket"] = torch.tensor(spec.planned.bucket, dtype=torch.int64)
 
+    def _gpu_decode(
+        self, decoder: GpuImageDecoder, batch: dict[str, Any]
+    ) -> tuple[str, torch.Tensor, dict[int, str]]:
+        """(batch key, decoded tensor, failures) of a batch's compressed bytes on the device."""
+        images, failed = decoder.decode(payloads(batch), self.buckets.shapes[int(batch["bucket"])])
+        return "images", images, failed
+
     def device_stage(self, batch: dict[str, Any], item: Any) -> dict[str, Any]:
-        """GPU decode (``image_decode`` resolved to ``"gpu"``): the compressed bytes become ``images`` on the
-        device; a sample that decodes neither there nor on the CPU is a ``CorruptSampleError``, or with
-        ``skip_corrupt`` padding counted in the metrics, as on the CPU path."""
+        """GPU decode (``image_decode`` resolved to ``"gpu"``): the compressed bytes become ``images`` (video:
+        ``frames``) on the device; a sample that decodes neither there nor on the CPU is a
+        ``CorruptSampleError``, or with ``skip_corrupt`` padding counted in the metrics, as on the CPU path."""
         if self._decode_mode != "gpu":
             return batch
         if self._gpu_decoder is None:
             assert self.loader.device is not None
             self._gpu_decoder = GpuImageDecoder(self.loader.device)
-        shape = self.buckets.shapes[int(batch["bucket"])]
-        images, failed = self._gpu_decoder.decode(payloads(batch), shape)
+        decoded_key, decoded, failed = self._gpu_decode(self._gpu_decoder, batch)
         built: Built = item[1]
         for slot, reason in sorted(failed.items()):
             label, row, key = batch["image_where"][slot]
@@ -353,9 +360,16 @@ class ImageText(MediaSamples):
             batch["caption_ids"][slot] = 0
             batch["caption_mask"][slot] = False
             batch["text"][slot] = ""
-        out = {k: v for k, v in batch.items() if k not in ("image_bytes", "image_offsets", "image_where")}
-        out["images"] = images
-        out["bucket"] = out.pop("bucket")  # the CPU path's key order: ..., images, bucket
+            if "frame_mask" in batch:
+                batch["frame_mask"][slot] = False
+            if "clips" in batch:
+                batch["clips"][slot] = None
+        out: dict[str, Any] = {}
+        for name, value in batch.items():  # the CPU path's keys in its order: the decoded tensor in place
+            if name == "image_bytes":
+                out[decoded_key] = decoded
+            elif name not in ("image_offsets", "image_where"):
+                out[name] = value
         return out
 
 
