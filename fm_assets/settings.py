@@ -66,6 +66,11 @@ class PipelineSettings(BaseModel):
         description="media_clip also stores each video clip re-encoded (MPEG-4 in MP4, deterministic) beside its "
         "keyframe strip; it goes into the video-text shards and the loader yields it (`clips`)",
     )
+    video_cuts: Literal["fixed", "shots"] = Field(
+        default="fixed",
+        description="media_clip cuts videos into fixed windows, or at shot boundaries (frame differences on "
+        "downscaled frames) and each shot into windows",
+    )
     min_packing_efficiency: float = Field(
         default=0.98, description="Packing-efficiency floor checked on every partition"
     )

@@ -9,7 +9,8 @@ stacked vertically), the keyframes' pHashes (``keyframe_phashes``, all of which 
 revocation blast radius maps it back to its video as it maps a packed piece to its document). A
 video shorter than one clip is a ``video_too_short`` reject; a video that no longer decodes is
 ``corrupt_video``. With ``FM_VIDEO_STORE_CLIPS=1`` (``ClipPolicy.store_clip``, in the key) a clip record also
-holds the clip re-encoded (``clip_data``, ``clip_ext = clip.mp4``, ``clip_sha256``). Accounting counts videos: ``records_out`` is the videos (and images, audio) that gave
+holds the clip re-encoded (``clip_data``, ``clip_ext = clip.mp4``, ``clip_sha256``); with
+``FM_VIDEO_CUTS=shots`` (``ClipPolicy.cuts``, in the key) clips are cut at shot boundaries, each shot in windows. Accounting counts videos: ``records_out`` is the videos (and images, audio) that gave
 output, the rows written are the clips.
 """
 
@@ -33,8 +34,8 @@ CLIP_POLICY = ClipPolicy()
 
 
 def clip_policy(settings: PipelineSettings) -> ClipPolicy:
-    """The stage's policy: ``CLIP_POLICY`` with the clip stored when the settings ask."""
-    return replace(CLIP_POLICY, store_clip=settings.video_store_clips)
+    """The stage's policy: ``CLIP_POLICY`` with the clip stored and cut at shots when the settings ask."""
+    return replace(CLIP_POLICY, store_clip=settings.video_store_clips, cuts=settings.video_cuts)
 
 
 def clip_id(video_id: str, index: int) -> str:
@@ -89,7 +90,7 @@ class MediaClipStage(Stage):
                     records_out += 1
                     continue
                 duration = float(record["duration_s"])
-                if not policy.windows(duration):
+                if not policy.windows(duration):  # no clip under any cut: shorter than min_clip_s
                     unit.reject(
                         record,
                         VIDEO_TOO_SHORT,

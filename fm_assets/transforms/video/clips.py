@@ -25,10 +25,10 @@ black), and the pHash of every keyframe (near-dup compares them all, aligned by 
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from itertools import pairwise
-from typing import Any
+from typing import Any, TypeVar
 
 import av
 import numpy as np
@@ -40,6 +40,9 @@ from fm_assets.transforms.media_errors import MediaError, error_text
 from fm_assets.transforms.video.probe import CORRUPT_VIDEO
 
 STRIP_EXT = "strip.jpg"
+SHOT_SIDE = 16  # shot boundaries compare frames downscaled to this many pixels a side
+FIXED, SHOTS = "fixed", "shots"  # ClipPolicy.cuts
+T = TypeVar("T")
 CLIP_EXT = "clip.mp4"
 CLIP_ENCODE_FAILED = "clip_encode_failed"
 
@@ -58,6 +61,11 @@ class ClipPolicy:
     clip_fps: int = 8
     clip_codec: str = "mpeg4"  # FFmpeg's own MPEG-4 Part 2 encoder: single-threaded, deterministic
     clip_qscale: int = 6  # fixed quantiser (1 best .. 31), no rate control state to drift
+    # where clips are cut: "fixed" windows, or "shots" (a cut where consecutive sampled frames differ by more
+    # than shot_threshold, mean |luma difference| 0..1 at SHOT_SIDE x SHOT_SIDE; each shot then in windows)
+    cuts: str = FIXED
+    shot_sample_fps: float = 4.0
+    shot_threshold: float = 0.25
 
     def config(self) -> dict[str, Any]:
         import PIL
@@ -73,6 +81,22 @@ class ClipPolicy:
             out.append((round(start, 6), round(end, 6)))
             start = end
         return out
+
+    def shot_windows(self, duration_s: float, cuts: list[float]) -> list[tuple[float, float]]:
+        """The clip windows of a video cut at ``cuts`` (seconds): each shot in ``windows``; a shot shorter
+        than ``min_clip_s`` joins the shot before it (the first one, the shot after it)."""
+        bounds = [0.0, *sorted(c for c in cuts if 0.0 < c < duration_s), duration_s]
+        shots: list[tuple[float, float]] = []
+        for start, end in pairwise(bounds):
+            if shots and (end - start < self.min_clip_s or shots[-1][1] - shots[-1][0] < self.min_clip_s):
+                shots[-1] = (shots[-1][0], end)
+            else:
+                shots.append((start, end))
+        return [
+            (round(start + a, 6), round(start + b, 6))
+            for start, end in shots
+            for a, b in self.windows(end - start)
+        ]
 
     def frame_size(self, width: int, height: int) -> tuple[int, int]:
         """(width, height) of a normalised keyframe: short side ``short_side``, both multiples of 16."""
@@ -124,9 +148,16 @@ class _Resized:
         return image
 
 
-def _frames_at(data: bytes, times: list[float], resize: _Resized) -> Iterator[Image.Image]:
-    """The resized RGB frame shown at each time (sorted ``times``): the last frame starting at or before it,
-    yielded in order as the decode reaches it."""
+def _luma(serial: int, frame: np.ndarray, side: int = SHOT_SIDE) -> np.ndarray:
+    """A frame as ``side`` x ``side`` luma (box-averaged), for shot-boundary differences."""
+    gray = Image.fromarray(frame).convert("L").resize((side, side), Image.Resampling.BOX)
+    return np.asarray(gray, dtype=np.float64)
+
+
+def _frames_at(data: bytes, times: list[float], resize: Callable[[int, np.ndarray], T]) -> Iterator[T]:
+    """The frame shown at each time (sorted ``times``: the last frame starting at or before it), converted by
+    ``resize(serial, rgb)`` (``serial`` tells a frame shown at several times), yielded in order as the decode
+    reaches it."""
     picked = 0
     previous: tuple[int, np.ndarray] | None = None
     serial = 0
@@ -195,10 +226,31 @@ def _motion(gray: list[np.ndarray]) -> float:
     return round(sum(diffs) / len(diffs) / 255.0, 6)
 
 
+def detect_cuts(data: bytes, duration_s: float, policy: ClipPolicy) -> list[float]:
+    """Shot boundaries: frames sampled ``shot_sample_fps`` times a second, downscaled to luma; a cut halfway
+    between two consecutive samples whose mean absolute difference (0..1) exceeds ``shot_threshold``."""
+    step = 1.0 / policy.shot_sample_fps
+    times = [(i + 0.5) * step for i in range(int(duration_s * policy.shot_sample_fps + 1e-9))]
+    cuts = []
+    previous: np.ndarray | None = None
+    for i, luma in enumerate(_frames_at(data, times, _luma)):
+        if previous is not None and float(np.abs(luma - previous).mean()) / 255.0 > policy.shot_threshold:
+            cuts.append(round(i * step, 6))
+        previous = luma
+    return cuts
+
+
+def clip_windows(data: bytes, duration_s: float, policy: ClipPolicy) -> list[tuple[float, float]]:
+    """The video's clip windows under the policy: fixed windows, or windows of its shots."""
+    if policy.cuts == SHOTS:
+        return policy.shot_windows(duration_s, detect_cuts(data, duration_s, policy))
+    return policy.windows(duration_s)
+
+
 def extract_clips(data: bytes, duration_s: float, policy: ClipPolicy) -> list[Clip]:
     """Every clip of the video in ``data`` with its keyframe strip and measurements (empty if too short),
     and its re-encoded clip when the policy stores clips."""
-    windows = policy.windows(duration_s)
+    windows = clip_windows(data, duration_s, policy)
     if not windows:
         return []
     plan = []  # per window: (keyframe times, clip frame times)

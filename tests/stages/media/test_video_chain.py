@@ -320,3 +320,21 @@ def test_stored_clips_reach_the_shards_and_the_loader_with_the_same_bytes_on_a_r
     for batch in Loader(str(path), 2, prefetch=0):
         got += [c for c, v in zip(batch["clips"], batch["valid"].tolist(), strict=True) if v]
     assert sorted(got) == sorted(clips.values())
+
+
+def test_the_clip_settings_are_in_media_clips_key(tmp_path):
+    from fm_assets.stages.media_clip import STAGE as MEDIA_CLIP
+
+    store = ObjectStore(str(tmp_path / "root"))
+
+    def clips_config(**settings):
+        return MEDIA_CLIP.config(StageContext(store, "b", PipelineConfigResource(**settings), {}))["clips"]
+
+    default, shots, stored = (
+        clips_config(),
+        clips_config(video_cuts="shots"),
+        clips_config(video_store_clips=True),
+    )
+    assert (default["cuts"], default["store_clip"]) == ("fixed", False)  # both off by default
+    assert shots["cuts"] == "shots" and stored["store_clip"] is True
+    assert len({json.dumps(c, sort_keys=True) for c in (default, shots, stored)}) == 3
