@@ -192,7 +192,8 @@ def encode_clip(frames: list[Image.Image], policy: ClipPolicy) -> bytes:
     out = io.BytesIO()
     try:
         with av.open(out, mode="w", format="mp4", options={"fflags": "+bitexact"}) as container:
-            options = {"qscale": str(policy.clip_qscale), "threads": "1", "flags": "+bitexact"}
+            quantiser = str(policy.clip_qscale)  # qmin = qmax: every frame at this quantiser
+            options = {"qmin": quantiser, "qmax": quantiser, "flags": "+bitexact", "threads": "1"}
             stream = container.add_stream(policy.clip_codec, rate=policy.clip_fps, options=options)
             assert isinstance(stream, av.VideoStream), policy.clip_codec
             stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"

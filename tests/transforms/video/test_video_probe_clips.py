@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -135,6 +136,10 @@ def test_a_stored_clip_is_the_window_re_encoded_with_the_same_bytes_on_every_run
     first_key = np.asarray(Image.open(io.BytesIO(clips[1].strip)).convert("RGB"))[:64].astype(int)
     errors = [np.abs(f.astype(int) - first_key).mean() for f in frames]
     assert int(np.argmin(errors)) == 2 and errors[2] < 0.6 * min(errors[:2] + errors[3:])
+    # the quantiser is applied (a finer one: more bytes)
+    fine = extract_clips(video, 5.0, replace(stored, clip_qscale=2))[1].clip or b""
+    coarse = extract_clips(video, 5.0, replace(stored, clip_qscale=20))[1].clip or b""
+    assert len(fine) > 1.5 * len(clips[1].clip or b"") > 1.5 * 1.2 * len(coarse)
 
 
 def three_shots() -> bytes:
