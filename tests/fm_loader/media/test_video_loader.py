@@ -104,6 +104,13 @@ def test_a_release_with_clips_yields_each_samples_clip_and_one_without_yields_no
         i: (f"clip bytes of sample {i}".encode() * (i + 1) if i % 2 == 0 else None) for i in range(17)
     }
     assert "clips" not in next(iter(Loader(video_dataset, 4, prefetch=0)))
+    in_workers = [
+        b["clips"] for b in Loader(str(tmp_path / "clips" / "manifest.json"), 4, seed=1, num_workers=2)
+    ]
+    in_process = [
+        b["clips"] for b in Loader(str(tmp_path / "clips" / "manifest.json"), 4, seed=1, prefetch=0)
+    ]
+    assert in_workers == in_process  # clips cross the worker hand-over
 
 
 def test_a_clip_is_refused_on_an_image_sample_and_a_malformed_fourth_member_is_named(tmp_path):
