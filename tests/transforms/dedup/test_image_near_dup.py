@@ -146,3 +146,16 @@ def test_clips_sharing_one_keyframe_are_not_near_and_a_drifted_copy_is():
     assert (removed.doc_id, removed.survivor_id) == ("v3@c000", "v1@c000")
     assert removed.position_distances == (5, 5, 5, 5) and removed.mean_distance == 5.0
     assert sum(position_distances(a, cut) or ()) > 5 * 3  # the cut keyframe is far; the mean decides
+
+
+def test_an_index_written_before_sequences_reads_as_one_hash_per_node():
+    import pyarrow as pa
+
+    from fm_assets.transforms.dedup.image_near_dup import NODES_SCHEMA, with_sequences
+
+    old = pa.table({"doc_id": ["a", "b"], "phash": pa.array([5, -7], pa.int64()), "quality": [1, 2]})
+    assert with_sequences(old)["phashes"].to_pylist() == [[5], [-7]]
+    new = nodes_table(
+        [{"doc_id": "c", "phash": 3, "phashes": [1, 3, 2], "quality": 1, "batch": "b", "prior": True}]
+    )
+    assert with_sequences(new).equals(new) and new.schema == NODES_SCHEMA
