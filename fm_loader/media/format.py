@@ -32,7 +32,6 @@ import io
 import json
 import math
 import re
-import tarfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from fm_loader.media.buckets import DEFAULT_BUCKETS
+from fm_loader.media.clip_member import CLIP_EXT, trailing_clip
 from fm_loader.media.index import (
     MEDIA_FORMAT_VERSION,
     MEDIA_INDEX_DTYPE,
@@ -49,7 +49,6 @@ from fm_loader.media.index import (
     decode_media_index,
     encode_media_index,
 )
-from fm_loader.tarwriter import BLOCK as TAR_BLOCK
 from fm_loader.tarwriter import SampleTar
 
 # the sample index lives in fm_loader.media.index; this is the media codec's public face
@@ -86,7 +85,6 @@ __all__ = [
 IMAGE_EXTS = ("jpg", "png")
 AUDIO_EXTS = ("flac", "wav")
 VIDEO_EXTS = ("strip.jpg",)  # a clip's F keyframes stacked vertically in one JPEG
-CLIP_EXT = "clip.mp4"  # the optional fourth member of a video-text sample: the clip re-encoded
 MEDIA_EXTS = IMAGE_EXTS + AUDIO_EXTS + VIDEO_EXTS
 MEDIA_KIND = {ext: code for code, ext in enumerate(MEDIA_EXTS)}  # the index's media_kind byte
 _PIL_FORMATS = {"jpg": "JPEG", "png": "PNG"}
@@ -421,29 +419,6 @@ def encode_media_shard(samples: Iterable[MediaSample], shard_name: str) -> Encod
         shape_summary={**shape_summary(index), **({"clips": clips} if clips else {})},
     )
     return EncodedMediaShard(files={tar_name: tar_bytes, index_name: index_bytes}, info=info)
-
-
-def trailing_clip(tail: memoryview, meta_size: int) -> memoryview | None:
-    """The ``<key>.clip.mp4`` payload of a sample, or None when the sample has three members.
-
-    Args:
-        tail: The sample's verified bytes from the start of its ``.json`` payload to the sample's end.
-        meta_size: The ``.json`` payload's size.
-
-    Raises:
-        ValueError: Bytes follow the ``.json`` member but are not a whole clip member.
-    """
-    start = meta_size + (-meta_size) % TAR_BLOCK
-    if start + TAR_BLOCK > len(tail):
-        return None
-    try:
-        info = tarfile.TarInfo.frombuf(bytes(tail[start : start + TAR_BLOCK]), "utf-8", "strict")
-    except tarfile.TarError as exc:
-        raise ValueError(f"the member after the sample's .json has no valid tar header ({exc})") from exc
-    payload = start + TAR_BLOCK
-    if not info.name.endswith(f".{CLIP_EXT}") or payload + info.size > len(tail):
-        raise ValueError(f"the member after the sample's .json is {info.name!r}, not a whole .{CLIP_EXT}")
-    return tail[payload : payload + info.size]
 
 
 def shape_summary(records: np.ndarray) -> dict[str, Any]:
