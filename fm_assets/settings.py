@@ -61,6 +61,16 @@ class PipelineSettings(BaseModel):
     )
     near_dedup: bool = Field(default=True, description="Run the Spark MinHash near-dup stage")
     near_dedup_threshold: float = Field(default=0.8, description="Jaccard threshold for near duplicates")
+    video_store_clips: bool = Field(
+        default=False,
+        description="media_clip also stores each video clip re-encoded (MPEG-4 in MP4, deterministic) beside its "
+        "keyframe strip; it goes into the video-text shards and the loader yields it (`clips`)",
+    )
+    video_cuts: Literal["fixed", "shots"] = Field(
+        default="fixed",
+        description="media_clip cuts videos into fixed windows, or at shot boundaries (frame differences on "
+        "downscaled frames) and each shot into windows",
+    )
     min_packing_efficiency: float = Field(
         default=0.98, description="Packing-efficiency floor checked on every partition"
     )

@@ -47,6 +47,7 @@ HASH_STAGE = "dedup"  # the blocklist stage's input: its text is what a document
 LAND_STAGES = ("land", "media_land")  # every document / media sample of a batch, by doc id
 MEDIA_LAND = "media_land"  # its media_sha256 is what a media hash revocation names
 READ_ROWS = 4096
+MAX_SAMPLES_NAMED = 1000  # media sample ids a release entry of the report names
 
 
 @dataclass
@@ -128,16 +129,29 @@ def base_doc_id(doc_id: str) -> str:
 
 
 class ShardRows:
-    """shard output folder -> {tar name -> doc ids}, read once from the shard stage's row table."""
+    """shard output folder -> {tar name -> doc ids}, read once from the shard stage's row table; for a media
+    shard also its sample ids as written (a video clip's ``<video id>@c<NNN>``)."""
 
     def __init__(self, store: ObjectStore) -> None:
         self.store = store
         self._cache: dict[str, dict[str, set[str]]] = {}
+        self._samples: dict[str, dict[str, set[str]]] = {}
 
     def docs(self, shard_path: str) -> set[str]:
         prefix, name = posixpath.split(shard_path)
+        self._load(prefix)
+        return self._cache[prefix].get(name, set())
+
+    def samples(self, shard_path: str) -> set[str]:
+        """A media shard's sample ids as written (empty for a text shard, whose rows pack documents)."""
+        prefix, name = posixpath.split(shard_path)
+        self._load(prefix)
+        return self._samples[prefix].get(name, set())
+
+    def _load(self, prefix: str) -> None:
         if prefix not in self._cache:
             table: dict[str, set[str]] = {}
+            samples: dict[str, set[str]] = {}
             success = read_success_at(self.store, prefix)
             for part in success.parts:
                 with self.store.open(part) as handle:
@@ -148,10 +162,12 @@ class ShardRows:
                         for shard, ids in zip(
                             chunk.column("shard").to_pylist(), chunk.column(column).to_pylist(), strict=True
                         ):
+                            if isinstance(ids, str):
+                                samples.setdefault(shard, set()).add(ids)
                             ids = [ids] if isinstance(ids, str) else ids or ()
                             table.setdefault(shard, set()).update(base_doc_id(i) for i in ids)
             self._cache[prefix] = table
-        return self._cache[prefix].get(name, set())
+            self._samples[prefix] = samples
 
 
 def dataset_versions(store: ObjectStore) -> Iterator[tuple[str, str]]:
@@ -193,6 +209,7 @@ def locate_in_releases(store: ObjectStore, affected: AffectedDocuments) -> list[
             if hit:
                 shards[path] = len(hit)
         if shards:
+            samples = sorted(s for p in shards for s in rows.samples(p) if base_doc_id(s) in affected.doc_ids)
             found.append(
                 {
                     "dataset": name,
@@ -202,13 +219,17 @@ def locate_in_releases(store: ObjectStore, affected: AffectedDocuments) -> list[
                     "already_revoked": manifest.revoked,
                     "shards": shards,
                     "documents": len({d for p in shards for d in rows.docs(p) & affected.doc_ids}),
+                    # media: the samples as released (a video's clips), at most MAX_SAMPLES_NAMED
+                    "samples": samples[:MAX_SAMPLES_NAMED],
+                    "samples_total": len(samples),
                 }
             )
     return found
 
 
 def _count_ids(table: pa.Table, ids: set[str]) -> int:
-    return sum(1 for doc_id in table.column("doc_id").to_pylist() if doc_id in ids)
+    """Rows of ``table`` whose doc id (a video clip: its video's) is one of ``ids``."""
+    return sum(1 for doc_id in table.column("doc_id").to_pylist() if base_doc_id(doc_id) in ids)
 
 
 def locate_in_iceberg(catalog: Catalog, affected: AffectedDocuments) -> list[dict[str, Any]]:
@@ -245,7 +266,7 @@ def locate_in_iceberg(catalog: Catalog, affected: AffectedDocuments) -> list[dic
 
 
 def lance_datasets(cloud_uri: str) -> list[str]:
-    """Every namespace's Lance datasets: documents, then the image and audio views beside it."""
+    """Every namespace's Lance datasets: documents, then the image, audio and video views beside it."""
     uris = []
     for namespace in RELEASE_NAMESPACES:
         uris.append(lance_uri(cloud_uri, namespace))
@@ -258,7 +279,8 @@ def locate_in_lance(
     affected: AffectedDocuments,
     storage_options: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Every version of every namespace's Lance documents dataset that held an affected document."""
+    """Every version of every namespace's Lance datasets (documents and media views) that held an affected
+    document or sample (a video view's rows are clips: counted by their video)."""
     import lance  # imported here: lance warns when a process that imported it forks
 
     found = []
@@ -288,10 +310,12 @@ def locate_in_lance(
     return found
 
 
-def scan_shard_bytes(store: ObjectStore, path: str) -> tuple[int, set[str]]:
-    """(samples, doc ids) read from a shard's own bytes: the ``.json`` member of every sample (a text row's
-    ``doc_ids``, a media sample's ``provenance.sample_id``)."""
-    samples, ids = 0, set()
+def scan_shard_bytes(store: ObjectStore, path: str) -> tuple[int, set[str], set[str]]:
+    """(samples, doc ids, media sample ids) read from a shard's own bytes: the ``.json`` member of every
+    sample (a text row's ``doc_ids``, a media sample's ``provenance.sample_id``). Doc ids are what a
+    revocation covers (a packed piece's document, a video clip's video); sample ids are as released (a
+    clip's ``<video id>@c<NNN>``)."""
+    samples, ids, sample_ids = 0, set(), set()
     with store.open(path) as handle, tarfile.open(fileobj=handle, mode="r|") as tar:
         for member in tar:
             if member.isfile() and member.name.endswith(".json"):
@@ -302,12 +326,14 @@ def scan_shard_bytes(store: ObjectStore, path: str) -> tuple[int, set[str]]:
                     ids.update(base_doc_id(i) for i in meta.get("doc_ids", ()))
                     sample_id = (meta.get("provenance") or {}).get("sample_id")
                     if sample_id:
-                        ids.add(sample_id)
-    return samples, ids
+                        sample_ids.add(sample_id)
+                        ids.add(base_doc_id(sample_id))
+    return samples, ids, sample_ids
 
 
 def release_names(dataset: str) -> Iterator[tuple[str, str]]:
-    """(release name, namespace) of every release a pipeline writes: text, image-text and audio-text."""
+    """(release name, namespace) of every release a pipeline writes: text, image-text, audio-text and
+    video-text."""
     for namespace in RELEASE_NAMESPACES:
         yield release_name(dataset, namespace), namespace
         for modality in MODALITIES:
@@ -325,7 +351,7 @@ def verify_latest(store: ObjectStore, dataset: str, affected: AffectedDocuments)
         manifest = read_release(store, name, version)
         samples, found, shards = 0, set(), 0
         for path in shard_paths(name, version, manifest):
-            n, ids = scan_shard_bytes(store, path)
+            n, ids, _ = scan_shard_bytes(store, path)
             samples += n
             shards += 1
             found |= ids & affected.doc_ids

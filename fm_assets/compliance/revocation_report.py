@@ -154,6 +154,16 @@ def render_markdown(report: dict[str, Any]) -> str:
         "## Shards that contained them",
         "",
         *markdown.table(["shard"], [[s] for s in report["shards"]]),
+        "## Media samples that contained them (as released: a video's clips `<video id>@cNNN`)",
+        "",
+        *markdown.table(
+            ["dataset", "version", "sample"],
+            [
+                [v["dataset"], v["version"], sample]
+                for v in report["dataset_versions"]
+                for sample in v.get("samples", [])
+            ],
+        ),
         "## Iceberg snapshots that contained them",
         "",
         *markdown.table(

@@ -167,10 +167,15 @@ def namespace_candidates(store: ObjectStore) -> dict[str, list[str]]:
 def assemble_releases(store: ObjectStore, name: str) -> dict[str, dict[str, Any]]:
     """One release per namespace that has batches: namespace -> ``assemble_release``'s result, or
     ``{"error": ...}`` for a namespace none of whose batches can be released now. ``ReleaseError`` if no
-    namespace could be released."""
+    namespace could be released. A root without text batches (media only) has no text release to write:
+    ``{}``, not an error (its media releases are ``media_dataset_release``'s)."""
     policy = load_policy(store)
     results: dict[str, dict[str, Any]] = {}
-    for namespace, batches in namespace_candidates(store).items():
+    candidates = namespace_candidates(store)
+    if not any(candidates.values()):
+        log.info("no text batch in any release namespace: no text release to write")
+        return results
+    for namespace, batches in candidates.items():
         if not batches:
             continue
         try:

@@ -4,11 +4,13 @@ One video record in, one record per clip out (``ClipPolicy``: window, keyframes 
 side, JPEG quality; its ``config()`` with the Pillow and PyAV versions is the stage config). A clip record
 keeps the video's provenance (``cas_hash``, ``media_sha256``) and adds ``clip_index``, ``clip_start_s`` /
 ``clip_end_s``, the keyframe strip (``norm_data``, ``norm_ext = strip.jpg``, one JPEG of the F keyframes
-stacked vertically), the keyframes' pHashes (``phash`` is the middle one's, what ``media_near_dedup`` joins
-on) and the motion / blank measurements ``media_filter`` judges. The clip id is ``<video id>@c<NNN>`` (the
+stacked vertically), the keyframes' pHashes (``keyframe_phashes``, all of which ``media_near_dedup`` compares;
+``phash`` is the middle one's) and the motion / blank measurements ``media_filter`` judges. The clip id is ``<video id>@c<NNN>`` (the
 revocation blast radius maps it back to its video as it maps a packed piece to its document). A
 video shorter than one clip is a ``video_too_short`` reject; a video that no longer decodes is
-``corrupt_video``. Accounting counts videos: ``records_out`` is the videos (and images, audio) that gave
+``corrupt_video``. With ``FM_VIDEO_STORE_CLIPS=1`` (``ClipPolicy.store_clip``, in the key) a clip record also
+holds the clip re-encoded (``clip_data``, ``clip_ext = clip.mp4``, ``clip_sha256``); with
+``FM_VIDEO_CUTS=shots`` (``ClipPolicy.cuts``, in the key) clips are cut at shot boundaries, each shot in windows. Accounting counts videos: ``records_out`` is the videos (and images, audio) that gave
 output, the rows written are the clips.
 """
 
@@ -16,17 +18,24 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 from typing import Any
 
 from fm_assets.engine.stage import Stage, StageContext, UnitContext, UnitResult
+from fm_assets.settings import PipelineSettings
 from fm_assets.stages.media_normalize import NORMALIZED_PART_BYTES
 from fm_assets.stages.media_validate import read_media
 from fm_assets.transforms.media_errors import MediaError
 from fm_assets.transforms.readers.media_types import MEDIA_SCHEMA, VIDEO
-from fm_assets.transforms.video.clips import STRIP_EXT, Clip, ClipPolicy, extract_clips
+from fm_assets.transforms.video.clips import CLIP_EXT, STRIP_EXT, Clip, ClipPolicy, extract_clips
 from fm_assets.transforms.video.rules import VIDEO_TOO_SHORT
 
 CLIP_POLICY = ClipPolicy()
+
+
+def clip_policy(settings: PipelineSettings) -> ClipPolicy:
+    """The stage's policy: ``CLIP_POLICY`` with the clip stored and cut at shots when the settings ask."""
+    return replace(CLIP_POLICY, store_clip=settings.video_store_clips, cuts=settings.video_cuts)
 
 
 def clip_id(video_id: str, index: int) -> str:
@@ -49,12 +58,16 @@ def clip_record(record: dict[str, Any], clip: Clip) -> dict[str, Any]:
         "norm_ext": STRIP_EXT,
         "norm_bytes": len(clip.strip),
         "norm_data": clip.strip,
+        "clip_sha256": hashlib.sha256(clip.clip).hexdigest() if clip.clip else None,
+        "clip_ext": CLIP_EXT if clip.clip else None,
+        "clip_bytes": len(clip.clip) if clip.clip else None,
+        "clip_data": clip.clip,
     }
 
 
 class MediaClipStage(Stage):
     name = "media_clip"
-    code_version = "media-clip-v1"
+    code_version = "media-clip-v2"  # v2: optional re-encoded clip (clip_* fields)
     upstream = "media_validate"
     description = "Videos -> fixed-window clips with F evenly spaced keyframes (one JPEG strip); others pass."
     output_schema = MEDIA_SCHEMA
@@ -63,9 +76,10 @@ class MediaClipStage(Stage):
         return NORMALIZED_PART_BYTES
 
     def config(self, ctx: StageContext) -> dict[str, Any]:
-        return {"clips": CLIP_POLICY.config(), "part_bytes": NORMALIZED_PART_BYTES}
+        return {"clips": clip_policy(ctx.settings).config(), "part_bytes": NORMALIZED_PART_BYTES}
 
     def process(self, unit: UnitContext) -> UnitResult:
+        policy = clip_policy(unit.settings)
         records_in = records_out = 0
         metrics: dict[str, Any] = {"videos": 0, "clips": 0, "video_seconds": 0.0}
         for part in unit.unit.inputs:
@@ -76,17 +90,15 @@ class MediaClipStage(Stage):
                     records_out += 1
                     continue
                 duration = float(record["duration_s"])
-                if not CLIP_POLICY.windows(duration):
+                if not policy.windows(duration):  # no clip under any cut: shorter than min_clip_s
                     unit.reject(
                         record,
                         VIDEO_TOO_SHORT,
-                        {"value": duration, "threshold": CLIP_POLICY.min_clip_s, "rule": "min_clip_s"},
+                        {"value": duration, "threshold": policy.min_clip_s, "rule": "min_clip_s"},
                     )
                     continue
                 try:
-                    clips = extract_clips(
-                        read_media(unit.store, record["media_sha256"]), duration, CLIP_POLICY
-                    )
+                    clips = extract_clips(read_media(unit.store, record["media_sha256"]), duration, policy)
                 except MediaError as error:
                     unit.reject(record, error.reason, error.details)
                     continue

@@ -55,7 +55,7 @@ def media_key(media_sha256: str, clip_index: int | None) -> str:
 
 class MediaDedupStage(ExactDedupStage):
     name = "media_dedup"
-    code_version = "media-dedup-v4"  # v3: rejects name the landed file; v4: video clips
+    code_version = "media-dedup-v5"  # v3: rejects name the landed file; v4: video clips; v5: clip_* columns
     upstream = "media_filter"
     description = "Exact dedup of media by raw-bytes sha256, within the batch and across all earlier batches."
     output_schema = MEDIA_SCHEMA

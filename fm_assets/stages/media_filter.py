@@ -39,7 +39,8 @@ VIDEO_RULES = VideoRules()
 
 class MediaFilterStage(RecordStage):
     name = "media_filter"
-    code_version = "media-filter-v5"  # v3: rejects name the landed file; v4: revocations; v5: video clips
+    # v3: rejects name the landed file; v4: revocations; v5: video clips; v6: clip_* columns
+    code_version = "media-filter-v6"
     upstream = "media_clip"
     description = (
         "Revocations; image rules (size, aspect, blank, caption) and audio rules (duration, silence, "

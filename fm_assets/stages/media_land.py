@@ -57,9 +57,8 @@ def batch_media_groups(ctx: StageContext) -> list[MediaGroup]:
 
 class MediaLandStage(Stage):
     name = "media_land"
-    code_version = (
-        "media-land-v5"  # v5: bounded tar decoding, gzip tars keep their last sample, member checks
-    )
+    # v5: bounded tar decoding, gzip tars keep their last sample, member checks; v6: clip_* columns
+    code_version = "media-land-v6"
     upstream = None
     description = "Media files, tars and media JSONL -> image/audio/video samples with their text; media bytes into the CAS."
     output_schema = MEDIA_SCHEMA

@@ -33,7 +33,9 @@ EXTENSION = {"jpeg": "jpg", "png": "png", "flac": "flac", "wav": "wav"}
 
 class MediaNormalizeStage(RecordStage):
     name = "media_normalize"
-    code_version = "media-normalize-v4"  # v3: rejects name the landed file; v4: video clips
+    code_version = (
+        "media-normalize-v5"  # v3: rejects name the landed file; v4: video clips; v5: clip_* columns
+    )
     upstream = "media_near_dedup"
     description = (
         "Image resize policy and audio resample to 16 kHz mono (policies in the stage key); bytes to the CAS."

@@ -4,7 +4,8 @@ One unit per upstream part; a shard holds one modality, so each unit writes imag
 of at most ``rows_per_shard`` samples, in part order (the samples of one shard are in memory at once). A sample is ``<key>.<jpg|flac|strip.jpg>``, ``<key>.txt`` and
 ``<key>.json`` (licence, provenance down to the raw CAS hash, namespace, the caption's token ids under the
 pinned tokenizer, and the measured shape; a video clip's ``keyframes`` and, in its provenance, the clip's
-index and time range in its video); the writer fixes member order and headers, so shards are
+index and time range in its video, and, when media_clip stored it, the re-encoded clip as a fourth member
+``<key>.clip.mp4`` with its sha256 and size in the ``.json``); the writer fixes member order and headers, so shards are
 byte-for-byte reproducible, and its sample index carries per-sample checksums and shapes. ``complete``
 writes ``manifest-image.json`` / ``manifest-audio.json`` / ``manifest-video.json`` (``MediaManifest``) for the partition. Checks:
 every shard matches its manifest sha256, and ``bucket_balance`` reports how the images spread over the
@@ -212,10 +213,19 @@ class MediaShardStage(Stage):
                         "video_duration_s": record["duration_s"],
                         "video_format": record["media_format"],
                     }
+                    if record.get("clip_data"):  # the clip itself, re-encoded (ClipPolicy.store_clip)
+                        meta["clip"] = {"sha256": record["clip_sha256"], "bytes": record["clip_bytes"]}
                 if tokenize:
                     meta["caption_tokens"] = tokens
                     meta["tokenizer_sha256"] = pinned.sha256
-                yield MediaSample(key, record["norm_data"], record["norm_ext"], record["text"], meta)
+                yield MediaSample(
+                    key,
+                    record["norm_data"],
+                    record["norm_ext"],
+                    record["text"],
+                    meta,
+                    clip=record.get("clip_data") or None,
+                )
 
         encoded = encode_media_shard(samples(), name)
         for file_name, data in sorted(encoded.files.items()):

@@ -63,7 +63,9 @@ def check_decode_failure_rate(store: ObjectStore, success: StageSuccess, stage: 
 
 class MediaValidateStage(RecordStage):
     name = "media_validate"
-    code_version = "media-validate-v4"  # v3: rejects name the landed file; v4: video clips
+    code_version = (
+        "media-validate-v5"  # v3: rejects name the landed file; v4: video clips; v5: clip_* columns
+    )
     upstream = "media_land"
     description = (
         "Decode images (pixel budget, pHash/dHash) and audio (rate, channels, duration), probe video; failures"

@@ -13,6 +13,7 @@ bucket          () int64         image-text: the bucket index (``H, W = loader.b
                                  video-text: ``aspect * len(frame_counts) + frame-count index``
 frames          (B,F,3,H,W) u8   video-text only: the clip's F keyframes fitted to the bucket's shape
 frame_mask      (B, F) bool      video-text only: ``True`` on real keyframes (``False`` for padding)
+clips           list[bytes|None] video-text only, when the release carries clips: each sample's re-encoded clip (MP4)
 audio           (B, S) float32   audio-text only: mono waveform, zero after its length
 audio_mask      (B, S) bool      audio-text only: ``True`` on real frames
 audio_lengths   (B,) int64       audio-text only: real frames per sample
@@ -48,7 +49,7 @@ from fm_loader.media.errors import CorruptSampleError
 from fm_loader.media.gpu_decode import GpuImageDecoder, payloads, select_image_decode
 from fm_loader.media.manifest import MediaManifest
 from fm_loader.media.plan import ROW, SAMPLE_ID, SHARD, SOURCE, BucketPlanner, FixedPlanner, PlannedBatch
-from fm_loader.media.sources import MediaShardReader, MediaSource
+from fm_loader.media.sources import MediaShardReader, MediaSource, SampleBytes
 from fm_loader.mixture import Mixture
 from fm_loader.sources import CorruptShardError, Source
 from fm_loader.state import StateSpec
@@ -186,6 +187,12 @@ class MediaSamples(BatchBuilder):
         """Add the kind's own tensors to ``batch``."""
         raise NotImplementedError
 
+    def _decode_sample(
+        self, out: dict[str, Any], slot: int, sample: SampleBytes, shape: tuple[int, ...]
+    ) -> None:
+        """Decode one verified sample into ``slot``: its media (a kind with more members adds them)."""
+        self._decode(out, slot, sample.media, shape)
+
     def build(self, work: BatchSpec) -> Built:
         """This rank's batch: numpy buffers filled sample by sample, handed to torch without a copy."""
         n, width = len(work.refs), self.max_caption_tokens
@@ -227,7 +234,7 @@ class MediaSamples(BatchBuilder):
         if sample is None:
             return False
         try:
-            self._decode(out, slot, sample.media, shape)
+            self._decode_sample(out, slot, sample, shape)
             if "where" in out:  # decoded later (on the GPU): errors there must name the sample
                 out["where"][slot] = (reader.label, row, reader.index.key(row))
         except ValueError as exc:
@@ -308,31 +315,38 @@ class ImageText(MediaSamples):
             return
         out["images"][slot] = decode_image(media, shape[0], shape[1]).transpose(2, 0, 1)
 
+    @staticmethod
+    def _pack_chunks(batch: dict[str, Any], out: dict[str, Any]) -> None:
+        """The compressed bytes of a batch that is not decoded here (``image_decode`` "gpu" or "bytes")."""
+        sizes = [len(c) for c in out["chunks"]]
+        batch["image_bytes"] = torch.from_numpy(np.frombuffer(b"".join(out["chunks"]), dtype=np.uint8).copy())
+        batch["image_offsets"] = torch.from_numpy(np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64))
+        batch["image_where"] = out["where"]
+
     def _finish(self, batch: dict[str, Any], out: dict[str, Any], spec: BatchSpec) -> None:
         if "chunks" in out:
-            sizes = [len(c) for c in out["chunks"]]
-            batch["image_bytes"] = torch.from_numpy(
-                np.frombuffer(b"".join(out["chunks"]), dtype=np.uint8).copy()
-            )
-            batch["image_offsets"] = torch.from_numpy(
-                np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-            )
-            batch["image_where"] = out["where"]
+            self._pack_chunks(batch, out)
         else:
             batch["images"] = torch.from_numpy(out["images"])
         batch["bucket"] = torch.tensor(spec.planned.bucket, dtype=torch.int64)
 
+    def _gpu_decode(
+        self, decoder: GpuImageDecoder, batch: dict[str, Any]
+    ) -> tuple[str, torch.Tensor, dict[int, str]]:
+        """(batch key, decoded tensor, failures) of a batch's compressed bytes on the device."""
+        images, failed = decoder.decode(payloads(batch), self.buckets.shapes[int(batch["bucket"])])
+        return "images", images, failed
+
     def device_stage(self, batch: dict[str, Any], item: Any) -> dict[str, Any]:
-        """GPU decode (``image_decode`` resolved to ``"gpu"``): the compressed bytes become ``images`` on the
-        device; a sample that decodes neither there nor on the CPU is a ``CorruptSampleError``, or with
-        ``skip_corrupt`` padding counted in the metrics, as on the CPU path."""
+        """GPU decode (``image_decode`` resolved to ``"gpu"``): the compressed bytes become ``images`` (video:
+        ``frames``) on the device; a sample that decodes neither there nor on the CPU is a
+        ``CorruptSampleError``, or with ``skip_corrupt`` padding counted in the metrics, as on the CPU path."""
         if self._decode_mode != "gpu":
             return batch
         if self._gpu_decoder is None:
             assert self.loader.device is not None
             self._gpu_decoder = GpuImageDecoder(self.loader.device)
-        shape = self.buckets.shapes[int(batch["bucket"])]
-        images, failed = self._gpu_decoder.decode(payloads(batch), shape)
+        decoded_key, decoded, failed = self._gpu_decode(self._gpu_decoder, batch)
         built: Built = item[1]
         for slot, reason in sorted(failed.items()):
             label, row, key = batch["image_where"][slot]
@@ -346,9 +360,16 @@ class ImageText(MediaSamples):
             batch["caption_ids"][slot] = 0
             batch["caption_mask"][slot] = False
             batch["text"][slot] = ""
-        out = {k: v for k, v in batch.items() if k not in ("image_bytes", "image_offsets", "image_where")}
-        out["images"] = images
-        out["bucket"] = out.pop("bucket")  # the CPU path's key order: ..., images, bucket
+            if "frame_mask" in batch:
+                batch["frame_mask"][slot] = False
+            if "clips" in batch:
+                batch["clips"][slot] = None
+        out: dict[str, Any] = {}
+        for name, value in batch.items():  # the CPU path's keys in its order: the decoded tensor in place
+            if name == "image_bytes":
+                out[decoded_key] = decoded
+            elif name not in ("image_offsets", "image_where"):
+                out[name] = value
         return out
 
 

@@ -10,6 +10,11 @@ Energon requires, and traceable to the shard), three members in this order:
   fields measured from the media headers: ``width``/``height`` for images (and for one keyframe of a video
   clip, with ``keyframes``), ``sample_rate``/``frames``/``channels``/``duration_s`` for audio. Sorted keys, no whitespace.
 
+A video-text sample may carry a fourth member last, ``<key>.clip.mp4``: the clip itself, re-encoded (when the
+pipeline's clip policy stores clips). It is inside the sample's byte range and checksum; the index does not
+locate it (its record layout is unchanged): a reader finds it from the tar header after the ``.json`` member
+(:func:`trailing_clip`). Readers that know three members skip it; the manifest's shape summary counts clips.
+
 Tar headers are written exactly as the text format writes them (:mod:`fm_loader.format`: ustar, mtime 0,
 uid/gid 0, no owner names), so identical samples give identical bytes and ``webdataset`` reads the tar as it is.
 
@@ -34,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from fm_loader.media.buckets import DEFAULT_BUCKETS
+from fm_loader.media.clip_member import CLIP_EXT, trailing_clip
 from fm_loader.media.index import (
     MEDIA_FORMAT_VERSION,
     MEDIA_INDEX_DTYPE,
@@ -48,6 +54,7 @@ from fm_loader.tarwriter import SampleTar
 # the sample index lives in fm_loader.media.index; this is the media codec's public face
 __all__ = [
     "AUDIO_EXTS",
+    "CLIP_EXT",
     "IMAGE_EXTS",
     "KEY_PATTERN",
     "MEDIA_EXTS",
@@ -72,6 +79,7 @@ __all__ = [
     "probe_shape",
     "sample_json",
     "shape_summary",
+    "trailing_clip",
 ]
 
 IMAGE_EXTS = ("jpg", "png")
@@ -120,6 +128,7 @@ class MediaSample:
         meta: JSON-serialisable metadata; must hold ``licence`` and ``provenance``; may hold ``caption_tokens``
             (a list of token ids in ``[0, 65536)``). Shape fields (``width``/``height``, ``sample_rate``/
             ``frames``/``channels``/``duration_s``) are measured from the media; given ones must agree.
+        clip: Video-text only, optional: the clip re-encoded (MP4), stored as ``<key>.clip.mp4``.
     """
 
     key: str
@@ -127,6 +136,7 @@ class MediaSample:
     media_ext: str
     text: str
     meta: dict[str, Any] = field(default_factory=dict)
+    clip: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -305,6 +315,13 @@ def _check_sample(sample: MediaSample, shard_name: str, position: int, seen: dic
         raise ValueError(f"{where}: media must be non-empty bytes")
     if not isinstance(sample.text, str):
         raise ValueError(f"{where}: text must be a str, got {type(sample.text).__name__}")
+    if sample.clip is not None:
+        if sample.media_ext not in VIDEO_EXTS:
+            raise ValueError(
+                f"{where}: only a video-text sample carries a clip; drop it or use a keyframe strip"
+            )
+        if not isinstance(sample.clip, (bytes, bytearray)) or not sample.clip:
+            raise ValueError(f"{where}: clip must be non-empty bytes (or None)")
     return where
 
 
@@ -334,6 +351,7 @@ def encode_media_shard(samples: Iterable[MediaSample], shard_name: str) -> Encod
     seen: dict[str, int] = {}
     modality = ""
     shapes: list[MediaShape] = []
+    clips = 0
     for position, sample in enumerate(samples):
         where = _check_sample(sample, shard_name, position, seen)
         kind = modality_of(sample.media_ext)
@@ -356,6 +374,9 @@ def encode_media_shard(samples: Iterable[MediaSample], shard_name: str) -> Encod
         media_offset = tar.add_member(f"{base}.{sample.media_ext}", media)
         text_offset = tar.add_member(f"{base}.txt", text)
         meta_offset = tar.add_member(f"{base}.json", meta)
+        if sample.clip is not None:
+            tar.add_member(f"{base}.{CLIP_EXT}", bytes(sample.clip))
+            clips += 1
         checksum, size = tar.end_sample()
         records.append(
             (
@@ -395,7 +416,7 @@ def encode_media_shard(samples: Iterable[MediaSample], shard_name: str) -> Encod
         samples=len(records),
         bytes=len(tar_bytes),
         modality=f"{modality}-text",
-        shape_summary=shape_summary(index),
+        shape_summary={**shape_summary(index), **({"clips": clips} if clips else {})},
     )
     return EncodedMediaShard(files={tar_name: tar_bytes, index_name: index_bytes}, info=info)
 

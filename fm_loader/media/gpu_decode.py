@@ -1,5 +1,9 @@
 """JPEG batches decoded on the GPU (nvJPEG through ``torchvision.io.decode_jpeg(device=...)``), fitted to a bucket.
 
+Video-text keyframe strips take the same path (:meth:`GpuImageDecoder.decode_strips`): the strip is one JPEG,
+decoded on the GPU, cut into its F frames and each frame fitted like an image; a strip the GPU codec refuses is
+decoded on the CPU by :func:`fm_loader.media.decode.decode_strip`, the CPU path's own function (same pixels).
+
 Used by the image-text builder when batches go to a CUDA device (``Loader(device=...)``): workers (or the prefetch
 thread) read and checksum the compressed bytes and hand them over; the trainer's process decodes them here on
 the copy stream. Each image is cropped to the bucket's aspect ratio around its center with the same box as the
@@ -25,7 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from fm_loader.media.decode import center_box, decode_image
+from fm_loader.media.decode import center_box, decode_image, decode_strip
 
 logger = logging.getLogger(__name__)
 
@@ -151,6 +155,17 @@ class GpuImageDecoder:
                     out.append(None)
             return out
 
+    def _decoded(self, payloads: Sequence[bytes | memoryview | None]) -> dict[int, torch.Tensor]:
+        """The JPEG payloads the codec decodes, ``(3, h, w)`` on the device by slot (one codec call)."""
+        jpeg_slots = [i for i, p in enumerate(payloads) if p is not None and is_jpeg(p)]
+        datas = [torch.frombuffer(bytearray(payloads[i]), dtype=torch.uint8) for i in jpeg_slots]  # type: ignore[arg-type]
+        decoded = self._gpu(datas) if datas else []
+        return {
+            slot: image
+            for slot, image in zip(jpeg_slots, decoded, strict=True)
+            if image is not None and image.dim() == 3 and image.shape[0] == 3
+        }
+
     def decode(
         self, payloads: Sequence[bytes | memoryview | None], shape: tuple[int, int]
     ) -> tuple[torch.Tensor, dict[int, str]]:
@@ -161,22 +176,52 @@ class GpuImageDecoder:
         """
         images = torch.zeros((len(payloads), 3, *shape), dtype=torch.uint8, device=self.device)
         failed: dict[int, str] = {}
-        jpeg_slots = [i for i, p in enumerate(payloads) if p is not None and is_jpeg(p)]
-        datas = [torch.frombuffer(bytearray(payloads[i]), dtype=torch.uint8) for i in jpeg_slots]  # type: ignore[arg-type]
-        decoded = self._gpu(datas) if datas else []
-        by_slot: dict[int, torch.Tensor | None] = dict(zip(jpeg_slots, decoded, strict=True))
+        by_slot = self._decoded(payloads)
         for slot, payload in enumerate(payloads):
             if payload is None:
                 continue
             try:
                 image = by_slot.get(slot)
-                if image is not None and image.dim() == 3 and image.shape[0] == 3:
+                if image is not None:
                     images[slot] = fit_on_device(image, *shape)
                 else:
                     images[slot] = self._on_cpu(payload, shape)
             except ValueError as exc:
                 failed[slot] = str(exc)
         return images, failed
+
+    def decode_strips(
+        self, payloads: Sequence[bytes | memoryview | None], keyframes: int, shape: tuple[int, int]
+    ) -> tuple[torch.Tensor, dict[int, str]]:
+        """Keyframe strips (F frames stacked vertically in one JPEG): ``(B, F, 3, H, W)`` uint8 on the device,
+        each frame fitted as an image, and ``{slot: reason}`` for strips that decode nowhere (or do not hold F
+        frames of equal height, which the CPU path refuses too)."""
+        frames = torch.zeros((len(payloads), keyframes, 3, *shape), dtype=torch.uint8, device=self.device)
+        failed: dict[int, str] = {}
+        by_slot = self._decoded(payloads)
+        for slot, payload in enumerate(payloads):
+            if payload is None:
+                continue
+            try:
+                strip = by_slot.get(slot)
+                if strip is not None:
+                    _, height, width = strip.shape
+                    if height % keyframes:
+                        raise ValueError(
+                            f"a {width}x{height} strip does not hold {keyframes} frames of equal height"
+                        )
+                    frame = height // keyframes
+                    for i in range(keyframes):
+                        frames[slot, i] = fit_on_device(strip[:, i * frame : (i + 1) * frame], *shape)
+                else:
+                    self.cpu_fallbacks += 1
+                    pixels = decode_strip(payload, keyframes, *shape)  # ValueError when it does not decode
+                    frames[slot] = torch.from_numpy(np.ascontiguousarray(pixels.transpose(0, 3, 1, 2))).to(
+                        self.device
+                    )
+            except ValueError as exc:
+                failed[slot] = str(exc)
+        return frames, failed
 
 
 def payloads(batch: dict[str, Any]) -> list[memoryview | None]:

@@ -19,7 +19,14 @@ import numpy as np
 
 from fm_loader.format import sample_checksum32
 from fm_loader.media.errors import CorruptSampleError
-from fm_loader.media.format import MEDIA_EXTS, MediaIndex, decode_media_index, modality_of
+from fm_loader.media.format import (
+    MEDIA_EXTS,
+    VIDEO_EXTS,
+    MediaIndex,
+    decode_media_index,
+    modality_of,
+    trailing_clip,
+)
 from fm_loader.media.manifest import MediaManifest
 from fm_loader.sources import CorruptShardError
 from fm_loader.storage import ShardCache, is_remote, read_bytes
@@ -35,6 +42,11 @@ class SampleBytes:
     media_ext: str
     text: str
     meta: memoryview
+    tail: memoryview  # from the .json payload to the sample's end (``trailing_clip``)
+
+    def clip(self) -> memoryview | None:
+        """A video-text sample's re-encoded clip, when the shard carries one (``ValueError``: malformed)."""
+        return trailing_clip(self.tail, len(self.meta)) if self.media_ext in VIDEO_EXTS else None
 
 
 class MediaShardReader:
@@ -83,6 +95,7 @@ class MediaShardReader:
             media_ext=MEDIA_EXTS[int(rec["media_kind"])],
             text=bytes(member(int(rec["text_offset"]), int(rec["text_size"]))).decode("utf-8"),
             meta=member(int(rec["meta_offset"]), int(rec["meta_size"])),
+            tail=data[int(rec["meta_offset"]) - start :],
         )
 
     def close(self) -> None:

@@ -63,6 +63,11 @@ MEDIA_SCHEMA = pa.schema(
         pa.field("clip_end_s", pa.float64()),
         pa.field("keyframes", pa.int32()),  # keyframes in the clip's strip (norm_data)
         pa.field("keyframe_phashes", pa.list_(pa.uint64())),
+        # video, only when ClipPolicy.store_clip: the clip re-encoded (media_clip)
+        pa.field("clip_sha256", pa.string()),
+        pa.field("clip_ext", pa.string()),
+        pa.field("clip_bytes", pa.int64()),
+        pa.field("clip_data", pa.large_binary()),
     ]
 )
 

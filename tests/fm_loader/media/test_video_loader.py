@@ -8,7 +8,7 @@ import random
 
 import pytest
 import torch
-from media_shards import VIDEO_SHAPES, frame_level
+from media_shards import VIDEO_SHAPES, frame_level, image_samples, video_samples, write_dataset
 
 from fm_loader import Loader
 from fm_loader.kinds import read_manifest
@@ -78,3 +78,61 @@ def test_resume_at_a_random_batch_under_another_world_size(video_dataset, trial)
     rest = global_batches(video_dataset, second_ws, state=state, seed=7, epochs=2)
     assert [b["text"] for b in rest] == [b["text"] for b in full[stop:]]
     assert all(torch.equal(a["frames"], b["frames"]) for a, b in zip(rest, full[stop:], strict=True))
+
+
+def clip_samples(n: int, start: int = 0) -> list:
+    """Video samples where every other one carries a (fake, distinct) clip member."""
+    out = video_samples(n, start)
+    for i, sample in enumerate(out, start):
+        if i % 2 == 0:
+            sample.clip = f"clip bytes of sample {i}".encode() * (i + 1)
+    return out
+
+
+def test_a_release_with_clips_yields_each_samples_clip_and_one_without_yields_no_clips_key(
+    tmp_path, video_dataset
+):
+    manifest = write_dataset(tmp_path / "clips", "video-text", clip_samples, [9, 8])
+    assert [s.shape_summary["clips"] for s in manifest.shards] == [5, 4]
+    found = {}
+    for batch in Loader(str(tmp_path / "clips" / "manifest.json"), 4, seed=1, prefetch=0):
+        assert len(batch["clips"]) == 4
+        for slot in torch.nonzero(batch["valid"]).flatten().tolist():
+            found[int(batch["text"][slot].split()[1])] = batch["clips"][slot]
+        assert all(c is None for c, v in zip(batch["clips"], batch["valid"].tolist(), strict=True) if not v)
+    assert found == {
+        i: (f"clip bytes of sample {i}".encode() * (i + 1) if i % 2 == 0 else None) for i in range(17)
+    }
+    assert "clips" not in next(iter(Loader(video_dataset, 4, prefetch=0)))
+    in_workers = [
+        b["clips"] for b in Loader(str(tmp_path / "clips" / "manifest.json"), 4, seed=1, num_workers=2)
+    ]
+    in_process = [
+        b["clips"] for b in Loader(str(tmp_path / "clips" / "manifest.json"), 4, seed=1, prefetch=0)
+    ]
+    assert in_workers == in_process  # clips cross the worker hand-over
+
+
+def test_a_clip_is_refused_on_an_image_sample_and_a_malformed_fourth_member_is_named(tmp_path):
+    from fm_loader.media.format import encode_media_shard, trailing_clip
+    from fm_loader.tarwriter import tar_header
+
+    (image,) = image_samples(1)
+    image.clip = b"x"
+    with pytest.raises(ValueError, match="only a video-text sample carries a clip"):
+        encode_media_shard([image], "s")
+    (video,) = clip_samples(1)
+    tar = encode_media_shard([video], "s").files["s.tar"]
+    start = tar.index(b'{"caption_tokens"')
+    meta_size = tar.index(b"}", tar.index(b'"width"', start)) + 1 - start
+    tail = memoryview(tar)[start:-1024]
+    assert bytes(trailing_clip(tail, meta_size) or b"") == video.clip
+    at = meta_size + (-meta_size) % 512
+    other = bytearray(tail)
+    other[at : at + 512] = tar_header("s/vid000000.txt", len(video.clip))  # a member, but not a clip
+    with pytest.raises(ValueError, match=r"is 's/vid000000.txt', not a whole .clip.mp4"):
+        trailing_clip(memoryview(bytes(other)), meta_size)
+    garbage = bytearray(tail)
+    garbage[at : at + 8] = b"\xff" * 8
+    with pytest.raises(ValueError, match="no valid tar header"):
+        trailing_clip(memoryview(bytes(garbage)), meta_size)

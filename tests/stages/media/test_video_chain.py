@@ -165,6 +165,8 @@ def test_video_near_and_exact_duplicates_across_batches(tmp_path, settings):
     (second_dir / "resized.txt").write_text("The same pattern, smaller.")
     (second_dir / "again.mp4").write_bytes(original)
     (second_dir / "again.txt").write_text("The very same file.")
+    (second_dir / "other.mp4").write_bytes(encode_video(moving_frames(96, 64, 45, seed=8), fps=5))
+    (second_dir / "other.txt").write_text("Another pattern: never paired with the first.")
     second = land_batch(store, second_dir, source="gen", license_id="CC-BY-4.0", namespace="cloud").batch
     outcomes = run_chain(store, second, settings)
     assert outcomes["media_dedup"].success.rejects_by_reason == {"exact_duplicate_cross_batch": 1}
@@ -172,6 +174,14 @@ def test_video_near_and_exact_duplicates_across_batches(tmp_path, settings):
     ((reason, details),) = near.values()
     assert reason == "near_duplicate" and details["survivor_batch"] == first
     assert details["survivor_id"].endswith("@c000") and details["hamming_distance"] <= details["max_distance"]
+    # every keyframe is compared: the distance is the mean of the four aligned keyframes' distances
+    frames = details["keyframe_distances"]
+    assert len(frames) == 4 and details["hamming_distance"] == round(sum(frames) / 4, 4)
+    assert details["distance_rule"] == "mean over aligned keyframes"
+    with store.open(outcomes["media_near_dedup"].success.artifacts["phash_index"]) as handle:
+        index = pq.read_table(handle).to_pylist()
+    (kept,) = index  # other.mp4's clip: kept, with every keyframe's hash for later batches
+    assert kept["modality"] == "video" and len(kept["phashes"]) == 4 and kept["phash"] == kept["phashes"][2]
 
 
 @pytest.mark.slow
@@ -269,3 +279,62 @@ def test_a_still_equal_to_a_keyframe_is_not_a_near_duplicate_of_the_clip(tmp_pat
     assert hamming(phash64(still) & (2**64 - 1), clip["phash"] & (2**64 - 1)) <= 8  # close enough to pair
     assert {r["modality"] for r in index} == {"image", "video"}
     assert outcomes["media_near_dedup"].success.rejects_by_reason == {}
+
+
+@pytest.mark.slow
+def test_stored_clips_reach_the_shards_and_the_loader_with_the_same_bytes_on_a_rerun(tmp_path):
+    from fm_assets.stages.media_clip import STAGE as MEDIA_CLIP
+    from fm_loader import Loader
+
+    stored = PipelineConfigResource(progress=False, rows_per_shard=8, video_store_clips=True)
+    plain = PipelineConfigResource(progress=False, rows_per_shard=8)
+    tars, manifests = [], []
+    video = clip_video(17.0, fps=5, seed=9, container="webm", codec="libvpx")  # one input for both runs
+    for run in ("a", "b"):
+        store = ObjectStore(str(tmp_path / run))
+        pin_tokenizer(store)
+        folder = tmp_path / f"in-{run}"
+        folder.mkdir()
+        (folder / "v.webm").write_bytes(video)
+        (folder / "v.txt").write_text("Two clips, stored.")
+        batch = land_batch(store, folder, source="gen", license_id="CC-BY-4.0", namespace="cloud").batch
+        ctx = StageContext(store, batch, stored, {})
+        assert MEDIA_CLIP.config(ctx) != MEDIA_CLIP.config(
+            StageContext(store, batch, plain, {})
+        )  # in the key
+        outcomes = run_chain(store, batch, stored)
+        path = store.local_path(outcomes["media_shard"].success.artifacts["manifests"]["video"])
+        manifest = read_manifest(path)
+        manifests.append((path, manifest))
+        tars.append({n: d for n, d in shard_members(manifest) if not n.endswith(".json")})
+    assert tars[0] == tars[1]  # byte-identical media, clips included (the .json names each run's batch)
+    path, manifest = manifests[0]
+    members = dict(shard_members(manifest))
+    clips = {name: data for name, data in members.items() if name.endswith(".clip.mp4")}
+    assert len(clips) == 2 and all(data[4:8] == b"ftyp" for data in clips.values())
+    metas = [json.loads(data) for name, data in members.items() if name.endswith(".json")]
+    assert sorted(m["clip"]["bytes"] for m in metas) == sorted(len(d) for d in clips.values())
+    assert verify_media_dataset(manifest).ok
+    assert manifest.shards[0].shape_summary["clips"] == 2
+    got = []
+    for batch in Loader(str(path), 2, prefetch=0):
+        got += [c for c, v in zip(batch["clips"], batch["valid"].tolist(), strict=True) if v]
+    assert sorted(got) == sorted(clips.values())
+
+
+def test_the_clip_settings_are_in_media_clips_key(tmp_path):
+    from fm_assets.stages.media_clip import STAGE as MEDIA_CLIP
+
+    store = ObjectStore(str(tmp_path / "root"))
+
+    def clips_config(**settings):
+        return MEDIA_CLIP.config(StageContext(store, "b", PipelineConfigResource(**settings), {}))["clips"]
+
+    default, shots, stored = (
+        clips_config(),
+        clips_config(video_cuts="shots"),
+        clips_config(video_store_clips=True),
+    )
+    assert (default["cuts"], default["store_clip"]) == ("fixed", False)  # both off by default
+    assert shots["cuts"] == "shots" and stored["store_clip"] is True
+    assert len({json.dumps(c, sort_keys=True) for c in (default, shots, stored)}) == 3

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 
+import numpy as np
 import pytest
 from PIL import Image
 from video_fixtures import audio_only, black_video, clip_video, encode_video, moving_frames
@@ -109,3 +111,66 @@ def test_static_and_black_clips_are_measured_and_judged() -> None:
     assert judge_clip(moving.motion, moving.blank_fraction, rules).keep
     small = judge_video(3.0, 40, 24, rules)
     assert (small.reason, small.details["value"]) == (RESOLUTION_TOO_SMALL, [40, 24])
+
+
+def test_a_stored_clip_is_the_window_re_encoded_with_the_same_bytes_on_every_run() -> None:
+    import av
+
+    video = clip_video(5.0, width=96, height=48, fps=10, seed=3)
+    plain = ClipPolicy(window_s=2.0, min_clip_s=1.5, keyframes=4, short_side=64)
+    stored = ClipPolicy(
+        window_s=2.0, min_clip_s=1.5, keyframes=4, short_side=64, store_clip=True, clip_fps=10
+    )
+    assert all(c.clip is None for c in extract_clips(video, 5.0, plain))  # off by default
+    clips = extract_clips(video, 5.0, stored)
+    assert [c.strip for c in clips] == [c.strip for c in extract_clips(video, 5.0, plain)]  # strips unchanged
+    runs = [[c.clip for c in extract_clips(video, 5.0, stored)] for _ in range(4)]
+    assert all(run == [c.clip for c in clips] for run in runs)  # byte-identical re-runs
+    assert clips[0].clip != clips[1].clip
+    with av.open(io.BytesIO(clips[1].clip or b"")) as container:
+        stream = container.streams.video[0]
+        frames = [f.to_ndarray(format="rgb24") for f in container.decode(stream)]
+        assert (stream.codec_context.name, float(stream.average_rate or 0)) == ("mpeg4", 10.0)
+    assert len(frames) == 20 and frames[0].shape == (64, 128, 3)  # 2 s at 10 fps, the keyframes' size
+    # its frames are the window's: the strip's first keyframe (t = 2.25 s) is the clip's third frame (2.25 s)
+    first_key = np.asarray(Image.open(io.BytesIO(clips[1].strip)).convert("RGB"))[:64].astype(int)
+    errors = [np.abs(f.astype(int) - first_key).mean() for f in frames]
+    assert int(np.argmin(errors)) == 2 and errors[2] < 0.6 * min(errors[:2] + errors[3:])
+    # the quantiser is applied (a finer one: more bytes)
+    fine = extract_clips(video, 5.0, replace(stored, clip_qscale=2))[1].clip or b""
+    coarse = extract_clips(video, 5.0, replace(stored, clip_qscale=20))[1].clip or b""
+    assert len(fine) > 1.5 * len(clips[1].clip or b"") > 1.5 * 1.2 * len(coarse)
+
+
+def three_shots() -> bytes:
+    """5 s dark, 6 s bright, 4 s inverted: each shot a moving pattern of its own (5 fps)."""
+    dark = [(f // 3).astype(np.uint8) for f in moving_frames(96, 64, 25, seed=1)]
+    bright = [(128 + f // 2).astype(np.uint8) for f in moving_frames(96, 64, 30, seed=2)]
+    inverted = [255 - f for f in moving_frames(96, 64, 20, seed=3)]
+    return encode_video(dark + bright + inverted, fps=5)
+
+
+def test_shot_cuts_follow_the_shots_and_each_shot_is_cut_into_windows() -> None:
+    from fm_assets.transforms.video.clips import SHOTS, detect_cuts
+
+    video = three_shots()
+    shots = ClipPolicy(cuts=SHOTS)
+    assert detect_cuts(video, 15.0, shots) == [5.0, 11.0]  # motion inside a shot is no cut
+    clips = extract_clips(video, 15.0, shots)
+    assert [(c.start_s, c.end_s) for c in clips] == [(0.0, 5.0), (5.0, 11.0), (11.0, 15.0)]
+    assert [(c.start_s, c.end_s) for c in extract_clips(video, 15.0, ClipPolicy())] == [
+        (0.0, 8.0),
+        (8.0, 15.0),
+    ]
+    levels = [np.asarray(Image.open(io.BytesIO(c.strip)).convert("L")).mean() for c in clips]
+    assert levels[0] < 60 < levels[1] and levels[2] > 90  # every keyframe of a clip is from its own shot
+    assert extract_clips(video, 15.0, shots) == clips  # deterministic
+
+
+def test_shot_windows_merge_short_shots_and_split_long_ones() -> None:
+    policy = ClipPolicy(window_s=4.0, min_clip_s=2.0)
+    assert policy.shot_windows(10.0, [1.0, 6.5]) == [(0.0, 4.0), (4.0, 6.5), (6.5, 10.0)]  # 0-1 s joins 1-6.5
+    # 3-4 s joins 0-3; the last 1.5 s is too short for a clip of its own
+    assert policy.shot_windows(9.5, [3.0, 4.0]) == [(0.0, 4.0), (4.0, 8.0)]
+    assert policy.shot_windows(10.0, []) == policy.windows(10.0)
+    assert policy.shot_windows(1.5, [0.5]) == []  # too short for any clip, however it is cut
