@@ -134,14 +134,19 @@ def run_pipeline(root: Path, env: dict[str, str], *batches: str) -> dict:
             "split": stage_split(root)}  # fmt: skip
 
 
-def amdahl(driver: float, unit_seconds: float, units: int, cores: int) -> float:
-    """Projected wall on ``cores``: the driver's seconds stay, unit seconds spread over min(cores, units)."""
-    return driver + unit_seconds / max(1, min(cores, units))
+def amdahl(
+    driver: float, unit_seconds: float, units: int, cores: int, aux_s: float = 0.0, aux_units: int = 0
+) -> float:
+    """Projected wall on ``cores``: the driver's seconds stay, unit seconds spread over min(cores, units), and
+    the units of the stage's auxiliary outputs (run before its own, e.g. near_dedup's signatures) likewise."""
+    return driver + unit_seconds / max(1, min(cores, units)) + aux_s / max(1, min(cores, aux_units))
 
 
 def stage_split(root: Path) -> dict[str, dict]:
     """Per stage (summed over batches): wall, units wall, driver s, unit s, units, where, serial fraction,
-    Amdahl projections, read from the refs and ``_SUCCESS.json`` the run wrote."""
+    Amdahl projections, read from the refs and ``_SUCCESS.json`` the run wrote. Units of a stage's auxiliary
+    outputs (``aux_outputs``: they run inside its wall) count as its ``aux_unit_s`` / ``aux_units``, not as
+    driver time."""
     from fm_assets.engine.refs import read_ref, read_success
     from fm_assets.engine.store import ObjectStore
     from fm_assets.stages.registry import CHAIN_NAMES
@@ -155,6 +160,7 @@ def stage_split(root: Path) -> dict[str, dict]:
     split: dict[str, dict] = {}
     for stage in CHAIN_NAMES["text"]:
         row = {"wall_s": 0.0, "units_wall_s": 0.0, "driver_s": 0.0, "unit_s": 0.0, "units": 0, "where": set()}
+        row |= {"aux_unit_s": 0.0, "aux_units": 0}
         for batch in batches:
             ref = read_ref(store, stage, batch)
             if ref is None:
@@ -162,17 +168,26 @@ def stage_split(root: Path) -> dict[str, dict]:
             success = read_success(store, stage, batch)
             wall = ref.last_wall_seconds or 0.0
             units_wall = float(success.cost.get("units_wall_seconds", 0.0))
+            for prefix in success.artifacts.get("aux_outputs") or []:
+                aux = store.read_json(f"{prefix}/_SUCCESS.json")
+                units_wall += float(aux["cost"].get("units_wall_seconds", 0.0))
+                row["aux_unit_s"] += float(aux["cost"].get("unit_seconds", 0.0))
+                row["aux_units"] += len(aux["units"])
             row["wall_s"] += wall
             row["units_wall_s"] += units_wall
             row["driver_s"] += max(0.0, wall - units_wall)
             row["unit_s"] += float(success.cost.get("unit_seconds", 0.0))
             row["units"] += len(success.units)
             row["where"].add(success.cost.get("units_where", "?"))
-        total = row["driver_s"] + row["unit_s"]
+        total = row["driver_s"] + row["unit_s"] + row["aux_unit_s"]
         row["where"] = sorted(row["where"])
         row["serial_fraction"] = round(row["driver_s"] / total, 4) if total else None
         row["amdahl_wall_s"] = {
-            n: round(amdahl(row["driver_s"], row["unit_s"], row["units"], n), 3) for n in CORES
+            n: round(
+                amdahl(row["driver_s"], row["unit_s"], row["units"], n, row["aux_unit_s"], row["aux_units"]),
+                3,
+            )
+            for n in CORES
         }
         split[stage] = {k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}
     return split
@@ -184,8 +199,10 @@ def run_projection(wall: float, split: dict[str, dict]) -> dict:
     stage_wall = sum(row["wall_s"] for row in split.values())
     outside = max(0.0, wall - stage_wall)
     driver = outside + sum(row["driver_s"] for row in split.values())
-    unit_s = sum(row["unit_s"] for row in split.values())
-    serial_total = outside + sum(row["driver_s"] + row["unit_s"] for row in split.values())
+    unit_s = sum(row["unit_s"] + row["aux_unit_s"] for row in split.values())
+    serial_total = outside + sum(
+        row["driver_s"] + row["unit_s"] + row["aux_unit_s"] for row in split.values()
+    )
     projected = {n: outside + sum(row["amdahl_wall_s"][n] for row in split.values()) for n in CORES}
     return {
         "outside_stages_s": round(outside, 3),
