@@ -175,20 +175,14 @@ class GpuImageDecoder:
             The images, and ``{slot: reason}`` for payloads that decode neither on the GPU nor on the CPU.
         """
         images = torch.zeros((len(payloads), 3, *shape), dtype=torch.uint8, device=self.device)
-        failed: dict[int, str] = {}
-        by_slot = self._decoded(payloads)
-        for slot, payload in enumerate(payloads):
-            if payload is None:
-                continue
-            try:
-                image = by_slot.get(slot)
-                if image is not None:
-                    images[slot] = fit_on_device(image, *shape)
-                else:
-                    images[slot] = self._on_cpu(payload, shape)
-            except ValueError as exc:
-                failed[slot] = str(exc)
-        return images, failed
+
+        def on_device(slot: int, image: torch.Tensor) -> None:
+            images[slot] = fit_on_device(image, *shape)
+
+        def on_cpu(slot: int, payload: bytes | memoryview) -> None:
+            images[slot] = self._on_cpu(payload, shape)
+
+        return images, self._fill(payloads, on_device, on_cpu)
 
     def decode_strips(
         self, payloads: Sequence[bytes | memoryview | None], keyframes: int, shape: tuple[int, int]
@@ -197,31 +191,46 @@ class GpuImageDecoder:
         each frame fitted as an image, and ``{slot: reason}`` for strips that decode nowhere (or do not hold F
         frames of equal height, which the CPU path refuses too)."""
         frames = torch.zeros((len(payloads), keyframes, 3, *shape), dtype=torch.uint8, device=self.device)
+
+        def on_device(slot: int, strip: torch.Tensor) -> None:
+            _, height, width = strip.shape
+            if height % keyframes:
+                raise ValueError(f"a {width}x{height} strip does not hold {keyframes} frames of equal height")
+            frame = height // keyframes
+            for i in range(keyframes):
+                frames[slot, i] = fit_on_device(strip[:, i * frame : (i + 1) * frame], *shape)
+
+        def on_cpu(slot: int, payload: bytes | memoryview) -> None:
+            self.cpu_fallbacks += 1
+            pixels = decode_strip(payload, keyframes, *shape)  # ValueError when it does not decode
+            frames[slot] = torch.from_numpy(np.ascontiguousarray(pixels.transpose(0, 3, 1, 2))).to(
+                self.device
+            )
+
+        return frames, self._fill(payloads, on_device, on_cpu)
+
+    def _fill(
+        self,
+        payloads: Sequence[bytes | memoryview | None],
+        on_device: Callable[[int, torch.Tensor], None],
+        on_cpu: Callable[[int, bytes | memoryview], None],
+    ) -> dict[int, str]:
+        """Batch-decode ``payloads`` on the device, place each slot (``on_cpu`` for what the device refused) and
+        return ``{slot: reason}`` for the payloads that decode nowhere."""
         failed: dict[int, str] = {}
         by_slot = self._decoded(payloads)
         for slot, payload in enumerate(payloads):
             if payload is None:
                 continue
             try:
-                strip = by_slot.get(slot)
-                if strip is not None:
-                    _, height, width = strip.shape
-                    if height % keyframes:
-                        raise ValueError(
-                            f"a {width}x{height} strip does not hold {keyframes} frames of equal height"
-                        )
-                    frame = height // keyframes
-                    for i in range(keyframes):
-                        frames[slot, i] = fit_on_device(strip[:, i * frame : (i + 1) * frame], *shape)
+                decoded = by_slot.get(slot)
+                if decoded is not None:
+                    on_device(slot, decoded)
                 else:
-                    self.cpu_fallbacks += 1
-                    pixels = decode_strip(payload, keyframes, *shape)  # ValueError when it does not decode
-                    frames[slot] = torch.from_numpy(np.ascontiguousarray(pixels.transpose(0, 3, 1, 2))).to(
-                        self.device
-                    )
+                    on_cpu(slot, payload)
             except ValueError as exc:
                 failed[slot] = str(exc)
-        return frames, failed
+        return failed
 
 
 def payloads(batch: dict[str, Any]) -> list[memoryview | None]:
