@@ -139,9 +139,9 @@ def amdahl(driver: float, unit_seconds: float, units: int, cores: int) -> float:
     return driver + unit_seconds / max(1, min(cores, units))
 
 
-def stage_split(root: Path) -> dict[str, dict]:
-    """Per stage (summed over batches): wall, units wall, driver s, unit s, units, where, serial fraction,
-    Amdahl projections, read from the refs and ``_SUCCESS.json`` the run wrote."""
+def stage_split(root: Path, only: tuple[str, ...] = ()) -> dict[str, dict]:
+    """Per stage (summed over batches, or over ``only``): wall, units wall, driver s, unit s, units, where,
+    serial fraction, Amdahl projections, read from the refs and ``_SUCCESS.json`` the run wrote."""
     from fm_assets.engine.refs import read_ref, read_success
     from fm_assets.engine.store import ObjectStore
     from fm_assets.stages.registry import CHAIN_NAMES
@@ -152,6 +152,8 @@ def stage_split(root: Path) -> dict[str, dict]:
         if (root / "stages" / "land").exists()
         else []
     )
+    if only:
+        batches = [batch for batch in batches if batch in only]
     split: dict[str, dict] = {}
     for stage in CHAIN_NAMES["text"]:
         row = {"wall_s": 0.0, "units_wall_s": 0.0, "driver_s": 0.0, "unit_s": 0.0, "units": 0, "where": set()}

@@ -20,7 +20,7 @@ Process model (chosen, not defaulted):
   ``POOL_IDLE_SECONDS`` without work. Starting a worker means importing the stage's modules, so a pool
   per stage run would pay that for every stage of every batch. The fork server preloads the pipeline
   modules the parent has already imported, plus the heavy libraries stages name in
-  ``Stage.worker_modules`` (great-expectations for validate, the language model's package for filter;
+  ``Stage.worker_modules`` (the language model's package for filter;
   registered with ``preload_in_workers`` before the first pool starts): they are imported once, in the
   fork server, and every worker forked from it starts with them, instead of each worker importing them
   on its first unit (seconds per worker, which made validate slower with more workers). The driver
