@@ -19,11 +19,10 @@ def dagster_instance(settings: Settings) -> DagsterInstance:
     """The persistent instance in ``settings.instance_home`` (``$DAGSTER_HOME`` or ``<root>/dagster_home``),
     shared with ``dagster dev`` and the daemon: the same config whichever command runs first (issue 19)."""
     from fm_assets.defs.cli_runs import reclaim_dead_cli_runs
-    from fm_assets.defs.instance import ensure_instance_config
+    from fm_assets.defs.instance import install_instance_config
 
-    home = settings.instance_home
-    ensure_instance_config(home)
-    instance = DagsterInstance.from_config(str(home))
+    home = install_instance_config(settings.instance_home).parent
+    instance = DagsterInstance.from_config(str(home))  # opened once: this creates the storage on a new home
     reclaim_dead_cli_runs(instance)  # runs of a killed `fm run`: failed, their pool slots freed
     return instance
 

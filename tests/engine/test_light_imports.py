@@ -79,3 +79,9 @@ if __name__ == "__main__":
     assert len({worker["pid"] for worker in report["workers"]}) >= 1
     for worker in report["workers"]:
         assert worker["loaded"] == ["colorsys"], worker
+
+
+def test_the_cli_parser_loads_no_heavy_engine_and_no_torch() -> None:
+    # every `fm` command builds the whole parser: fm_loader's torch (1+ s) only where a command uses it
+    code = "import sys\nfrom fm_assets.cli.main import build_parser\nbuild_parser()\nassert 'torch' not in sys.modules"
+    assert loaded_after(code) == []
