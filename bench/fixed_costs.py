@@ -13,6 +13,11 @@ the sum of the batch's stage walls and unit seconds (from its refs and ``_SUCCES
   (process start, Dagster run set-up and events, stage drivers, release, card, views). Target <= 3 s.
 * ``outside_stages_s``: wall minus the stages' walls (run set-up, release, card, views).
 * ``driver_s``: the stages' own non-unit seconds (planning, upstream checks, commit).
+* ``timeline``: where the rest goes, from the Dagster event log of the run's two Dagster runs (preprocess,
+  release): process start to the first run's creation (imports, CLI, instance, definitions), each run's
+  set-up (creation to RUN_START: its event shard, planned-asset events), its steps (and, for preprocess,
+  Dagster's seconds around the stages: step wall minus stage wall), the gaps between steps, the time
+  between the two runs and from the last run's end to the process exit; the release's steps by name.
 
 ``--profile`` runs each measured ``fm run`` under cProfile (``<workdir>/fixed_costs-<rep>.prof``; the
 profiler inflates every figure, so the JSON's timings then are not the headline ones). Documents, the
@@ -29,6 +34,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -51,13 +57,62 @@ from scale import (
 TARGET_FIXED_S = 3.0
 
 
+def _steps(instance: Any, run_id: str) -> tuple[dict[str, float], float, float, float]:
+    """(step -> seconds, RUN_START, RUN_SUCCESS/FAILURE, creation) timestamps of one run."""
+    from dagster import DagsterEventType
+
+    starts: dict[str, float] = {}
+    steps: dict[str, float] = {}
+    run_start = run_end = 0.0
+    for entry in instance.all_logs(run_id):
+        event = entry.dagster_event
+        if event is None:
+            continue
+        if event.event_type == DagsterEventType.RUN_START:
+            run_start = entry.timestamp
+        elif event.event_type in (DagsterEventType.RUN_SUCCESS, DagsterEventType.RUN_FAILURE):
+            run_end = entry.timestamp
+        elif event.event_type == DagsterEventType.STEP_START and entry.step_key:
+            starts[entry.step_key] = entry.timestamp
+        elif event.event_type == DagsterEventType.STEP_SUCCESS and entry.step_key in starts:
+            steps[entry.step_key] = entry.timestamp - starts[entry.step_key]
+    created = instance.get_run_record_by_id(run_id).create_timestamp.timestamp()
+    return steps, run_start, run_end, created
+
+
+def timeline(env: dict[str, str], started: float, ended: float, stage_wall: float) -> dict[str, Any]:
+    """Where one ``fm run``'s seconds went, from its two Dagster runs' event logs (see the module doc)."""
+    from dagster import DagsterInstance
+
+    with DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
+        runs = sorted(instance.get_runs(limit=2), key=lambda run: run.job_name != "preprocess")
+        (pre_steps, pre_start, pre_end, pre_created), (rel_steps, rel_start, rel_end, rel_created) = (
+            _steps(instance, run.run_id) for run in runs
+        )
+    pre_step_s = sum(pre_steps.values())
+    return {
+        "start_to_first_run_s": round(pre_created - started, 3),
+        "preprocess_setup_s": round(pre_start - pre_created, 3),
+        "preprocess_steps_s": round(pre_step_s, 3),
+        "dagster_around_stages_s": round(pre_step_s - stage_wall, 3),
+        "preprocess_between_steps_s": round(pre_end - pre_start - pre_step_s, 3),
+        "between_runs_s": round(rel_created - pre_end, 3),
+        "release_setup_s": round(rel_start - rel_created, 3),
+        "release_steps_s": {step: round(seconds, 3) for step, seconds in sorted(rel_steps.items())},
+        "release_between_steps_s": round(rel_end - rel_start - sum(rel_steps.values()), 3),
+        "last_run_to_exit_s": round(ended - rel_end, 3),
+    }
+
+
 def measured_run(root: Path, env: dict[str, str], batch: str, profile: Path | None) -> dict:
-    """One ``fm run <batch>``: wall, CPU, and the batch's stage split."""
+    """One ``fm run <batch>``: wall, CPU, the batch's stage split and the run's timeline."""
     command = [PYTHON, "-m", "cProfile", "-o", str(profile), *FM[1:]] if profile else FM
     cpu_before = child_cpu()
+    started_at = time.time()
     started = time.perf_counter()
     proc = subprocess.run([*command, "run", batch], env=env, capture_output=True, text=True)
     wall = time.perf_counter() - started
+    ended_at = time.time()
     if proc.returncode != 0:
         raise RuntimeError(f"fm run failed:\n{proc.stderr[-3000:]}")
     split = stage_split(root, only=(batch,))
@@ -72,6 +127,7 @@ def measured_run(root: Path, env: dict[str, str], batch: str, profile: Path | No
         "driver_s": round(driver_s, 3),
         "outside_stages_s": round(max(0.0, wall - stage_wall), 3),
         "fixed_s": round(max(0.0, wall - unit_s), 3),
+        "timeline": timeline(env, started_at, ended_at, stage_wall),
         "per_stage": {
             stage: {key: row[key] for key in ("wall_s", "driver_s", "unit_s", "units")}
             for stage, row in split.items()
