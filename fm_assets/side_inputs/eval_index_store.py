@@ -3,8 +3,9 @@
 Building decontaminate's index parses every registered benchmark's files (lm-eval's few-shot YAML: seconds
 per process), and every ``fm run`` process and Dagster step worker needed it. It is stored once per content
 key: the sha256 of the raw bytes of every file the benchmarks are read from (``benchmarks.source_files``),
-their names, n and the n-gram scheme, so a package upgrade, a changed user file or a different registry
-gets its own entry and a stale one is never read. Each entry is one ``.npz`` (no pickles: ``allow_pickle``
+their names, n, the n-gram scheme and the source of the modules that build the index, so a package upgrade,
+a changed user file, a different registry or a changed reader gets its own entry and a stale one is never
+read. Each entry is one ``.npz`` (no pickles: ``allow_pickle``
 is off) holding the per-benchmark key arrays, the combined array and a JSON header with the registry's
 entries and the index fingerprint; a loaded entry whose fingerprint does not match its arrays is ignored
 (logged) and rebuilt.
@@ -13,12 +14,14 @@ entries and the index fingerprint; a loaded entry whose fingerprint does not mat
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import io
 import json
 import logging
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -40,9 +43,28 @@ class BuiltRegistry:
     entries: tuple[dict[str, Any], ...]
 
 
+# the code that turns those files into the index: a change to how passages are read, normalised or hashed
+# gets a new key even where no benchmark file changed
+BUILDER_MODULES = (
+    "fm_assets.side_inputs.benchmarks",
+    "fm_assets.transforms.text.decontam",
+    "fm_assets.transforms.text.normalize",
+)
+
+
+def _builder_sources() -> Iterator[tuple[str, bytes]]:
+    for name in BUILDER_MODULES:
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None:
+            raise ValueError(f"cannot find the source of {name}")
+        yield f"code:{name}", Path(spec.origin).read_bytes()
+
+
 def content_key(sources: Iterable[tuple[str, bytes]], names: tuple[str, ...], n: int) -> str:
+    """sha256 of the format, the n-gram scheme and n, the registry's names, every source file's bytes and
+    the builder modules' source."""
     digest = hashlib.sha256(f"{FORMAT}|{NGRAM_SCHEME}|n={n}|{'|'.join(names)}|".encode())
-    for label, data in sources:
+    for label, data in (*sources, *_builder_sources()):
         digest.update(label.encode("utf-8") + b"\x00" + hashlib.sha256(data).digest())
     return digest.hexdigest()
 
@@ -60,14 +82,11 @@ def dump(built: BuiltRegistry) -> bytes:
         "entries": list(built.entries),
         "fingerprint": index.fingerprint(),
     }
-    arrays = {f"b{i}": part.hashes for i, (_, part) in enumerate(index.per_benchmark)}
+    arrays: dict[str, Any] = {f"b{i}": part.hashes for i, (_, part) in enumerate(index.per_benchmark)}
+    arrays["header"] = np.frombuffer(json.dumps(header).encode("utf-8"), dtype=np.uint8)
+    arrays["combined"] = index.combined.hashes
     buffer = io.BytesIO()
-    np.savez(  # pyright: ignore[reportArgumentType]  (arrays by name, no pickled objects)
-        buffer,
-        header=np.frombuffer(json.dumps(header).encode("utf-8"), dtype=np.uint8),
-        combined=index.combined.hashes,
-        **arrays,
-    )
+    np.savez(buffer, allow_pickle=False, **arrays)  # arrays by name, no pickled objects
     return buffer.getvalue()
 
 
