@@ -91,7 +91,9 @@ def _forget_built_indexes() -> None:
     eval_registry._STORED.clear()
 
 
-def test_the_index_is_stored_once_in_the_root_and_loaded_without_parsing_the_benchmarks(tmp_path, monkeypatch):
+def test_the_index_is_stored_once_in_the_root_and_loaded_without_parsing_the_benchmarks(
+    tmp_path, monkeypatch
+):
     from fm_assets.side_inputs import eval_registry
     from fm_assets.side_inputs.eval_index_store import CACHE_PREFIX
 
