@@ -22,6 +22,9 @@ the sum of the batch's stage walls and unit seconds (from its refs and ``_SUCCES
 ``--profile`` runs each measured ``fm run`` under cProfile (``<workdir>/fixed_costs-<rep>.prof``; the
 profiler inflates every figure, so the JSON's timings then are not the headline ones). Documents, the
 tokenizer and the per-stage split come from ``bench/scale.py``'s helpers. Prints one JSON object.
+
+To measure another checkout (a base commit) with this bench, run it from that checkout's folder with
+``PYTHONPATH`` set to it: ``fm`` runs as ``python -m``, which puts the working directory first on the path.
 """
 
 from __future__ import annotations
