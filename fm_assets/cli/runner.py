@@ -11,7 +11,9 @@ from fm_assets.cli.pipes import err
 from fm_assets.cli.progress_view import progress_view
 from fm_assets.defs.partitions import BATCH_PARTITIONS_NAME
 from fm_assets.engine import progress
-from fm_assets.engine.landing import list_complete_batches
+from fm_assets.engine.landing import list_complete_batches, read_batch_manifest
+from fm_assets.engine.pool import resolve_workers, start_fork_server
+from fm_assets.engine.store import ObjectStore
 from fm_assets.settings import Settings
 
 
@@ -34,6 +36,20 @@ def run_config(settings: Settings) -> dict[str, Any]:
 
 class UnknownBatchError(ValueError):
     pass
+
+
+def warm_unit_workers(settings: Settings, store: ObjectStore, batches: list[str]) -> bool:
+    """Start the unit workers' fork server now when a batch will need worker processes (several workers, and
+    more landed bytes than one part holds, so its stages have several units): it imports the pipeline's
+    modules (seconds) while the Dagster run is set up and ``land`` runs, instead of inside the first stage
+    with several units. Call it after the definitions are built (they import every stage module)."""
+    if settings.unit_executor != "local" or resolve_workers(settings.workers) < 2:
+        return False
+    landed = (sum(int(f["bytes"]) for f in read_batch_manifest(store, batch).files) for batch in batches)
+    if not any(size > settings.land_part_bytes for size in landed):
+        return False
+    start_fork_server()
+    return True
 
 
 def _failure_message(result: Any) -> str:
@@ -75,6 +91,7 @@ def run_batches(
     if new:
         instance.add_dynamic_partitions(BATCH_PARTITIONS_NAME, new)
 
+    warm_unit_workers(settings, store, wanted)
     job = defs.resolve_job_def("preprocess")
     failures: dict[str, str] = {}
     # issue 19: each batch runs only its own chains' steps (as the landing sensor requests them)
