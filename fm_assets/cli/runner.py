@@ -91,11 +91,11 @@ def run_batches(
     if new:
         instance.add_dynamic_partitions(BATCH_PARTITIONS_NAME, new)
 
-    warm_unit_workers(settings, store, wanted)
     job = defs.resolve_job_def("preprocess")
     failures: dict[str, str] = {}
     # issue 19: each batch runs only its own chains' steps (as the landing sensor requests them)
     selections = {batch: chain_asset_keys(batch_chains(store, batch)) for batch in wanted}
+    warm_unit_workers(settings, store, wanted)  # after the manifests were read (and checked) above
     steps = sum(
         len([k for k in keys if k.to_user_string() in ALL_STAGE_NAMES]) for keys in selections.values()
     )
