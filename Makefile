@@ -40,6 +40,7 @@ bench: setup
 	$(VENV)/bin/python bench/dedup.py
 	$(VENV)/bin/python bench/tokenizer_speed.py
 	$(VENV)/bin/python bench/scale.py
+	$(VENV)/bin/python bench/fixed_costs.py
 
 ui: setup
 	FM_ROOT=$${FM_ROOT:-$$(pwd)/fm_data} DAGSTER_HOME=$${DAGSTER_HOME:-$$(pwd)/fm_data/dagster_home} sh -c \

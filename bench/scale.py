@@ -142,11 +142,11 @@ def amdahl(
     return driver + unit_seconds / max(1, min(cores, units)) + aux_s / max(1, min(cores, aux_units))
 
 
-def stage_split(root: Path) -> dict[str, dict]:
-    """Per stage (summed over batches): wall, units wall, driver s, unit s, units, where, serial fraction,
-    Amdahl projections, read from the refs and ``_SUCCESS.json`` the run wrote. Units of a stage's auxiliary
-    outputs (``aux_outputs``: they run inside its wall) count as its ``aux_unit_s`` / ``aux_units``, not as
-    driver time."""
+def stage_split(root: Path, only: tuple[str, ...] = ()) -> dict[str, dict]:
+    """Per stage (summed over batches, or over ``only``): wall, units wall, driver s, unit s, units, where,
+    serial fraction, Amdahl projections, read from the refs and ``_SUCCESS.json`` the run wrote. Units of a
+    stage's auxiliary outputs (``aux_outputs``: they run inside its wall) count as its ``aux_unit_s`` /
+    ``aux_units``, not as driver time."""
     from fm_assets.engine.refs import read_ref, read_success
     from fm_assets.engine.store import ObjectStore
     from fm_assets.stages.registry import CHAIN_NAMES
@@ -157,6 +157,8 @@ def stage_split(root: Path) -> dict[str, dict]:
         if (root / "stages" / "land").exists()
         else []
     )
+    if only:
+        batches = [batch for batch in batches if batch in only]
     split: dict[str, dict] = {}
     for stage in CHAIN_NAMES["text"]:
         row = {"wall_s": 0.0, "units_wall_s": 0.0, "driver_s": 0.0, "unit_s": 0.0, "units": 0, "where": set()}

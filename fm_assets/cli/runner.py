@@ -11,7 +11,9 @@ from fm_assets.cli.pipes import err
 from fm_assets.cli.progress_view import progress_view
 from fm_assets.defs.partitions import BATCH_PARTITIONS_NAME
 from fm_assets.engine import progress
-from fm_assets.engine.landing import list_complete_batches
+from fm_assets.engine.landing import list_complete_batches, read_batch_manifest
+from fm_assets.engine.pool import resolve_workers, start_fork_server
+from fm_assets.engine.store import ObjectStore
 from fm_assets.settings import Settings
 
 
@@ -19,11 +21,10 @@ def dagster_instance(settings: Settings) -> DagsterInstance:
     """The persistent instance in ``settings.instance_home`` (``$DAGSTER_HOME`` or ``<root>/dagster_home``),
     shared with ``dagster dev`` and the daemon: the same config whichever command runs first (issue 19)."""
     from fm_assets.defs.cli_runs import reclaim_dead_cli_runs
-    from fm_assets.defs.instance import ensure_instance_config
+    from fm_assets.defs.instance import install_instance_config
 
-    home = settings.instance_home
-    ensure_instance_config(home)
-    instance = DagsterInstance.from_config(str(home))
+    home = install_instance_config(settings.instance_home).parent
+    instance = DagsterInstance.from_config(str(home))  # opened once: this creates the storage on a new home
     reclaim_dead_cli_runs(instance)  # runs of a killed `fm run`: failed, their pool slots freed
     return instance
 
@@ -35,6 +36,20 @@ def run_config(settings: Settings) -> dict[str, Any]:
 
 class UnknownBatchError(ValueError):
     pass
+
+
+def warm_unit_workers(settings: Settings, store: ObjectStore, batches: list[str]) -> bool:
+    """Start the unit workers' fork server now when a batch will need worker processes (several workers, and
+    more landed bytes than one part holds, so its stages have several units): it imports the pipeline's
+    modules (seconds) while the Dagster run is set up and ``land`` runs, instead of inside the first stage
+    with several units. Call it after the definitions are built (they import every stage module)."""
+    if settings.unit_executor != "local" or resolve_workers(settings.workers) < 2:
+        return False
+    landed = (sum(int(f["bytes"]) for f in read_batch_manifest(store, batch).files) for batch in batches)
+    if not any(size > settings.land_part_bytes for size in landed):
+        return False
+    start_fork_server()
+    return True
 
 
 def _failure_message(result: Any) -> str:
@@ -80,6 +95,7 @@ def run_batches(
     failures: dict[str, str] = {}
     # issue 19: each batch runs only its own chains' steps (as the landing sensor requests them)
     selections = {batch: chain_asset_keys(batch_chains(store, batch)) for batch in wanted}
+    warm_unit_workers(settings, store, wanted)  # after the manifests were read (and checked) above
     steps = sum(
         len([k for k in keys if k.to_user_string() in ALL_STAGE_NAMES]) for keys in selections.values()
     )

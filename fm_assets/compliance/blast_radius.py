@@ -19,12 +19,10 @@ import posixpath
 import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyiceberg.catalog import Catalog
-from pyiceberg.expressions import In
 
 from fm_assets.compliance.namespaces import (
     MODALITIES,
@@ -41,6 +39,9 @@ from fm_assets.engine.landing import list_complete_batches, read_batch_manifest
 from fm_assets.engine.refs import read_ref, read_success, read_success_at
 from fm_assets.engine.store import ObjectStore
 from fm_loader.kinds import KnownManifest, parse_manifest
+
+if TYPE_CHECKING:  # pyiceberg is imported where a catalog is read, not with every `fm` command
+    from pyiceberg.catalog import Catalog
 
 log = logging.getLogger(__name__)
 HASH_STAGE = "dedup"  # the blocklist stage's input: its text is what a document hash is computed over
@@ -234,6 +235,8 @@ def _count_ids(table: pa.Table, ids: set[str]) -> int:
 
 def locate_in_iceberg(catalog: Catalog, affected: AffectedDocuments) -> list[dict[str, Any]]:
     """Every snapshot of every namespace's curated table that held an affected document."""
+    from pyiceberg.expressions import In
+
     found = []
     if not affected.batches:
         return found

@@ -9,14 +9,15 @@ every older release that held them as revoked. Both are written under ``complian
 
 from __future__ import annotations
 
-from typing import Any
-
-from pyiceberg.catalog import Catalog
+from typing import TYPE_CHECKING, Any
 
 from fm_assets.compliance import blast_radius, paths, training_runs
 from fm_assets.compliance.revocations import Revocation
 from fm_assets.engine import markdown
 from fm_assets.engine.store import ObjectStore
+
+if TYPE_CHECKING:  # pyiceberg is imported where a catalog is read, not with every `fm` command
+    from pyiceberg.catalog import Catalog
 
 
 def build_report(

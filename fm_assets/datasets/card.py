@@ -5,7 +5,7 @@ adds, from the stage outputs of the released batches: sources, licences and name
 tokens; the language distribution and quality-score distribution of the curated documents; every stage's
 in/out/rejected with its top reasons; exact and near-duplicate rates; contamination removed per benchmark;
 PII policy decisions; packing efficiency; code versions; cost; known limitations. It writes ``card.md``
-with PNG plots beside it (``card_plots``) and returns the enriched dict the release stores as ``card.json``.
+with SVG plots beside it (``card_plots``) and returns the enriched dict the release stores as ``card.json``.
 """
 
 from __future__ import annotations

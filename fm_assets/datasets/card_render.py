@@ -8,10 +8,10 @@ from fm_assets.compliance.revocations import revoked_notice
 from fm_assets.engine import markdown
 
 PLOT_TITLES = {
-    "stage_funnel.png": "Documents after each stage",
-    "languages.png": "Languages",
-    "quality_scores.png": "Quality scores",
-    "tokens_by_source.png": "Tokens per source",
+    "stage_funnel.svg": "Documents after each stage",
+    "languages.svg": "Languages",
+    "quality_scores.svg": "Quality scores",
+    "tokens_by_source.svg": "Tokens per source",
 }
 
 

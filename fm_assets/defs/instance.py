@@ -44,13 +44,10 @@ def is_replaceable(config: Path, home: Path) -> bool:
     return text in (LEGACY_MINIMAL_CONFIG, render_instance_config(LEGACY_RUNNER_CONFIG, home))
 
 
-def ensure_instance_config(home: str | Path, template: Path = LOCAL_INSTANCE_TEMPLATE) -> Path:
-    """``home/dagster.yaml`` from ``template`` unless the user already has their own, and the instance's
-    storage created; returns the config's path. Every command that opens the local instance calls this
-    (`make ui`, `fm run`, `make demo`), so the instance has the same run queue, pools and run monitoring
-    whichever of them runs first."""
-    from dagster import DagsterInstance
-
+def install_instance_config(home: str | Path, template: Path = LOCAL_INSTANCE_TEMPLATE) -> Path:
+    """``home/dagster.yaml`` from ``template`` unless the user already has their own; returns its path.
+    Every command that opens the local instance calls this (`make ui`, `fm run`, `make demo`), so the
+    instance has the same run queue, pools and run monitoring whichever of them runs first."""
     home = Path(home).expanduser().resolve()
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
@@ -59,7 +56,17 @@ def ensure_instance_config(home: str | Path, template: Path = LOCAL_INSTANCE_TEM
         log.info("installed the local instance config %s from %s", config, template)
     else:
         log.info("keeping the existing instance config %s", config)
-    with DagsterInstance.from_config(str(home)):  # creates the SQLite storage before any daemon or webserver
+    return config
+
+
+def ensure_instance_config(home: str | Path, template: Path = LOCAL_INSTANCE_TEMPLATE) -> Path:
+    """``install_instance_config`` and the instance's storage created (what `make ui` runs before starting a
+    daemon and a webserver together). A command that goes on to use the instance (`fm run`) installs the
+    config and opens the instance once instead: opening it creates the storage."""
+    from dagster import DagsterInstance
+
+    config = install_instance_config(home, template)
+    with DagsterInstance.from_config(str(config.parent)):  # the SQLite storage before any daemon or webserver
         pass
     return config
 

@@ -111,9 +111,9 @@ def blocklists(blocklists: BlocklistsResource) -> ObserveResult:
         kinds={"json"},
     )
 )
-def eval_registry(eval_registry: EvalRegistryResource) -> ObserveResult:
-    index = eval_registry.index()
-    entries = eval_registry.spec()["entries"]
+def eval_registry(eval_registry: EvalRegistryResource, store: ObjectStoreResource) -> ObserveResult:
+    index = eval_registry.index(store.store())  # read from the root's stored index when it has one
+    entries = eval_registry.spec(store.store())["entries"]
     return ObserveResult(
         data_version=DataVersion(index.fingerprint()),
         metadata={

@@ -20,7 +20,7 @@ Process model (chosen, not defaulted):
   ``POOL_IDLE_SECONDS`` without work. Starting a worker means importing the stage's modules, so a pool
   per stage run would pay that for every stage of every batch. The fork server preloads the pipeline
   modules the parent has already imported, plus the heavy libraries stages name in
-  ``Stage.worker_modules`` (great-expectations for validate, the language model's package for filter;
+  ``Stage.worker_modules`` (the language model's package for filter;
   registered with ``preload_in_workers`` before the first pool starts): they are imported once, in the
   fork server, and every worker forked from it starts with them, instead of each worker importing them
   on its first unit (seconds per worker, which made validate slower with more workers). The driver
@@ -54,6 +54,7 @@ import contextlib
 import logging
 import multiprocessing
 import multiprocessing.connection
+import multiprocessing.forkserver
 import multiprocessing.util
 import os
 import pickle
@@ -90,6 +91,9 @@ PRELOAD_PREFIXES = (
 
 
 _WORKER_PRELOAD: set[str] = set()  # heavy modules units use (Stage.worker_modules); see preload_in_workers
+# imported by every unit but not by the pipeline modules' own imports: pyarrow imports pandas on the first
+# Python-to-Arrow conversion (a unit writer's first flush), seconds per worker under load
+UNIT_LIBRARIES = ("pandas",)
 
 
 def preload_in_workers(modules: Sequence[str]) -> None:
@@ -102,7 +106,16 @@ def preload_in_workers(modules: Sequence[str]) -> None:
 def preload_modules() -> list[str]:
     """What the fork server imports: the pipeline modules this process has loaded and the registered ones."""
     loaded = {name for name in list(sys.modules) if name.startswith(PRELOAD_PREFIXES)}
-    return sorted(loaded | _WORKER_PRELOAD)
+    return sorted(loaded | _WORKER_PRELOAD | set(UNIT_LIBRARIES))
+
+
+def start_fork_server() -> None:
+    """Start this process's fork server now, so that it imports the preloaded modules (seconds) while this
+    process does other work, instead of when the first stage with several units needs workers. Call it once
+    the stage modules are imported (the preload list is read here); a no-op when it already runs."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(preload_modules())
+    multiprocessing.forkserver.ensure_running()  # returns once the server is spawned, not when it is ready
 
 
 class UnitJob(Protocol):

@@ -26,7 +26,6 @@ from fm_assets.engine.landing import read_batch_manifest
 from fm_assets.engine.refs import read_ref, read_success, read_success_at
 from fm_assets.engine.store import ObjectStore
 from fm_assets.stages.names import CHAIN_NAMES, MEDIA, TEXT
-from fm_loader.batching import SOURCE_SHIFT
 from fm_loader.kinds import read_manifest
 from fm_loader.manifest import DatasetManifest
 from fm_loader.manifest_base import Manifest
@@ -112,6 +111,10 @@ def locate_sample_id(
     manifest_uri: str, sample_id: int, storage_options: dict[str, Any] | None = None
 ) -> ShardRow:
     """The shard row of a loader ``sample_ids`` value (one source: ``shard offset + row``)."""
+    from fm_loader.batching import (
+        SOURCE_SHIFT,
+    )  # fm_loader.batching imports torch: not with every `fm` command
+
     manifest = read_manifest(manifest_uri, storage_options)
     source, local = sample_id >> SOURCE_SHIFT, sample_id & ((1 << SOURCE_SHIFT) - 1)
     if sample_id < 0 or source != 0:

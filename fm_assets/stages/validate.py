@@ -1,4 +1,5 @@
-"""validate: declarative record checks (great-expectations) plus the batch-level licence and namespace rules."""
+"""validate: the declarative record checks (the great-expectations suite in ``transforms/text/validate_rules``,
+evaluated without importing GX: see ``transforms/text/validate``); failing records are quarantined."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 import pyarrow as pa
 
 from fm_assets.engine.stage import Stage, UnitContext, UnitResult
+from fm_assets.transforms.text.validate import validate_records
 
 
 class ValidateStage(Stage):
@@ -14,14 +16,8 @@ class ValidateStage(Stage):
     code_version = "validate-v1"
     upstream = "land"
     description = "Schema, encoding, licence and namespace checks (great-expectations); failures quarantined."
-    worker_modules = (
-        "fm_assets.transforms.text.validate",
-    )  # great-expectations: once per pool, not per worker
 
     def process(self, unit: UnitContext) -> UnitResult:
-        # great-expectations is heavy to import: load it where it is used, not with the code location.
-        from fm_assets.transforms.text.validate import validate_records
-
         records_in = 0
         for part in unit.unit.inputs:
             for record_batch in unit.iter_batches(part, batch_size=8192):

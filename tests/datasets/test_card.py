@@ -1,8 +1,9 @@
-"""The dataset card: card.md + card.json + PNG plots for a released version, and `fm card VERSION`."""
+"""The dataset card: card.md + card.json + SVG plots for a released version, and `fm card VERSION`."""
 
 from __future__ import annotations
 
 import json
+from xml.etree import ElementTree
 
 import pytest
 
@@ -16,7 +17,7 @@ from fm_assets.side_inputs.benchmarks import load_benchmark
 from fm_assets.side_inputs.tokenizer import TokenizerSpec
 from tests.stages.test_stages_unit import real_texts, run_chain, write_jsonl
 
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+SVG = "{http://www.w3.org/2000/svg}"
 
 
 @pytest.mark.slow
@@ -58,11 +59,19 @@ def test_release_writes_a_card_people_read(tmp_path, real_sample, tokenizer_file
 
     markdown = store.read_bytes(f"{folder}/card.md").decode()
     for plot in card["plots"]:
-        assert store.read_bytes(f"{folder}/{plot}").startswith(PNG_MAGIC)
+        assert ElementTree.fromstring(store.read_bytes(f"{folder}/{plot}")).tag == f"{SVG}svg"
         assert f"]({plot})" in markdown
-    assert {"stage_funnel.png", "languages.png", "quality_scores.png", "tokens_by_source.png"} == set(
+    assert {"stage_funnel.svg", "languages.svg", "quality_scores.svg", "tokens_by_source.svg"} == set(
         card["plots"]
     )
+    funnel = ElementTree.fromstring(store.read_bytes(f"{folder}/stage_funnel.svg"))
+    bars = [
+        rect.findtext(f"{SVG}title")
+        for rect in funnel.iter(f"{SVG}rect")
+        if rect.find(f"{SVG}title") is not None
+    ]
+    kept = [row for row in card["stages"] if row["stage"] not in ("pack", "shard")]
+    assert bars == [f"{row['stage']}: {row['records_out']:,}" for row in kept]
     assert "| lm_eval:gsm8k |" in markdown and card["tokenizer_sha256"] in markdown
 
     assert main(["--root", store.root, "card", release["version"][:8]]) == 0

@@ -59,7 +59,9 @@ def test_code_location_and_gx_import_in_a_process_without_a_main_file(tmp_path):
     """Dagster's run and step workers import the code location with no ``__main__`` file. pyspark's Spark
     Connect module (reached through great-expectations) then called ``sys.exit(0)`` when its gRPC extras were
     missing, so every UI/sensor run died before its first step. Both imports must survive that state."""
-    code = "import fm_assets.definitions\nimport fm_assets.transforms.text.validate\nprint('IMPORTED OK')\n"
+    code = (
+        "import fm_assets.definitions\nimport fm_assets.transforms.text.validate_gx\nprint('IMPORTED OK')\n"
+    )
     result = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,

@@ -96,3 +96,37 @@ def test_an_existing_user_config_is_kept(tmp_path):
     (tmp_path / "dagster.yaml").write_text("telemetry:\n  enabled: true\n")
     ensure_instance_config(tmp_path)
     assert (tmp_path / "dagster.yaml").read_text() == "telemetry:\n  enabled: true\n"
+
+
+def test_new_run_shards_are_copies_of_one_initialised_template(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    ensure_instance_config(home)
+    with DagsterInstance.from_config(str(home)) as instance:
+        first = tiny.execute_in_process(instance=instance)
+        storage = instance.event_log_storage
+        assert isinstance(storage, LocalSqliteEventLogStorage)
+        template = storage._template_path()
+        assert template.is_file() and template.parent.parent == home / "history" / "runs"
+    # another process: Dagster's per-database initialisation does not run for a new run's shard
+    with DagsterInstance.from_config(str(home)) as instance:
+        storage = instance.event_log_storage
+        initialised: list[str] = []
+        real_initdb = storage._initdb
+
+        def recording_initdb(engine, *args, **kwargs):
+            initialised.append(str(engine.url))
+            return real_initdb(engine, *args, **kwargs)
+
+        monkeypatch.setattr(storage, "_initdb", recording_initdb)
+        second = tiny.execute_in_process(instance=instance)
+        assert second.success
+        assert initialised and not [url for url in initialised if second.run_id in url]  # only the index
+        assert {e.dagster_event_type for e in instance.all_logs(second.run_id)} >= {
+            DagsterEventType.RUN_START,
+            DagsterEventType.STEP_SUCCESS,
+            DagsterEventType.RUN_SUCCESS,
+        }
+        assert len(instance.all_logs(first.run_id)) == len(instance.all_logs(second.run_id))
+        assert second.run_id in {run.run_id for run in instance.get_runs()}
+        with storage.run_connection(second.run_id) as conn:
+            assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"

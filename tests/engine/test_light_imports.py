@@ -39,16 +39,18 @@ def test_importing_every_stage_and_the_executor_loads_no_heavy_engine() -> None:
 
 def test_the_heavy_engines_are_still_there_when_a_stage_uses_them() -> None:
     # the probe itself can see a heavy import (the check above is not vacuous)
-    code = "from fm_assets.transforms.text.validate import validate_records"
+    code = "from fm_assets.transforms.text.validate_gx import gx_validate_records"
     assert "great_expectations" in loaded_after(code)
 
 
-def test_validate_names_great_expectations_for_its_workers() -> None:
+def test_validate_units_run_their_suite_without_great_expectations() -> None:
+    # validate evaluates the GX suite natively (transforms/text/validate.py): no GX in a unit's process
     code = (
-        "import importlib\nfrom fm_assets.stages.validate import STAGE\n"
-        "[importlib.import_module(m) for m in STAGE.worker_modules]"
+        "from fm_assets.stages.validate import STAGE\nfrom fm_assets.engine.schemas import docs_table\n"
+        "from fm_assets.transforms.text.validate import validate_records\nvalidate_records(docs_table([]))\n"
+        "assert STAGE.worker_modules == ()"
     )
-    assert "great_expectations" in loaded_after(code)
+    assert loaded_after(code) == []
 
 
 @pytest.mark.slow
@@ -77,3 +79,9 @@ if __name__ == "__main__":
     assert len({worker["pid"] for worker in report["workers"]}) >= 1
     for worker in report["workers"]:
         assert worker["loaded"] == ["colorsys"], worker
+
+
+def test_the_cli_parser_loads_no_heavy_engine_and_no_torch() -> None:
+    # every `fm` command builds the whole parser: fm_loader's torch (1+ s) only where a command uses it
+    code = "import sys\nfrom fm_assets.cli.main import build_parser\nbuild_parser()\nassert 'torch' not in sys.modules"
+    assert loaded_after(code) == []

@@ -81,3 +81,58 @@ def test_planted_benchmark_passages_are_removed_and_counted_per_benchmark(tmp_pa
     assert success.rejects_by_reason == {"eval_contamination": 4}
     assert removals_by_benchmark(success) == dict.fromkeys(planted, 1)
     assert success.counts.records_in == success.counts.records_out + success.counts.records_rejected
+
+
+def _forget_built_indexes() -> None:
+    """As a fresh process: nothing built or loaded yet."""
+    from fm_assets.side_inputs import eval_registry
+
+    eval_registry._built_cached.cache_clear()
+    eval_registry._STORED.clear()
+
+
+def test_the_index_is_stored_once_in_the_root_and_loaded_without_parsing_the_benchmarks(
+    tmp_path, monkeypatch
+):
+    from fm_assets.side_inputs import eval_registry
+    from fm_assets.side_inputs.eval_index_store import CACHE_PREFIX
+
+    user = tmp_path / "mine.jsonl"
+    passage = "a held out grading passage that must never be trained on by anyone at all ever " * 2
+    user.write_text(json.dumps({"text": passage}) + "\n")
+    registry = EvalRegistry(str(user), ("humaneval", "lm_eval:gsm8k"))
+    store = ObjectStore(str(tmp_path / "root"))
+    _forget_built_indexes()
+    built = registry.built()  # the reference: parsed and built in this process
+    _forget_built_indexes()
+    stored = registry.built(store)  # builds and stores it
+    [entry] = (tmp_path / "root" / CACHE_PREFIX).iterdir()
+    assert stored.index.fingerprint() == built.index.fingerprint() and stored.entries == built.entries
+
+    _forget_built_indexes()
+
+    def no_parsing(*args):
+        raise AssertionError("the benchmarks were parsed again")
+
+    monkeypatch.setattr(eval_registry, "iter_benchmarks", no_parsing)
+    loaded = registry.built(store)
+    assert loaded.index.fingerprint() == built.index.fingerprint() and loaded.entries == built.entries
+    assert loaded.index.attribute(passage) == built.index.attribute(passage) != {}
+    assert registry.spec(store) == {**registry.spec(store), "entries": list(built.entries)}
+    monkeypatch.undo()
+
+    # another user file is another registry: another entry, never the stale one
+    user.write_text(json.dumps({"text": passage + " and more words to change the n-grams"}) + "\n")
+    _forget_built_indexes()
+    changed = registry.built(store)
+    assert changed.index.fingerprint() != built.index.fingerprint()
+    assert len(list((tmp_path / "root" / CACHE_PREFIX).iterdir())) == 2
+
+    # a damaged entry is not trusted: rebuilt from the benchmarks and rewritten
+    entry.write_bytes(entry.read_bytes()[:-200])
+    user.write_text(json.dumps({"text": passage}) + "\n")
+    _forget_built_indexes()
+    assert registry.built(store).index.fingerprint() == built.index.fingerprint()
+    _forget_built_indexes()
+    monkeypatch.setattr(eval_registry, "iter_benchmarks", no_parsing)
+    assert registry.built(store).index.fingerprint() == built.index.fingerprint()

@@ -9,7 +9,7 @@ import json
 import pytest
 from test_stages_unit import run_chain
 
-import fm_assets.transforms.text.validate  # noqa: F401  (GX's import, once, outside both timings)
+import fm_assets.transforms.text.validate  # noqa: F401  (validate's module import, once, outside both timings)
 from fm_assets.defs.resources.pipeline_config import PipelineConfigResource
 from fm_assets.engine.landing import land_batch
 from fm_assets.engine.store import ObjectStore

@@ -43,14 +43,14 @@ class EvalRegistryResource(ConfigurableResource):
         names = DEFAULT_BENCHMARKS if self.benchmarks is None else tuple(self.benchmarks)
         return EvalRegistry(self.path, names)
 
-    def index(self) -> BenchmarkIndex:
-        return self.registry().index()
+    def index(self, store: ObjectStore | None = None) -> BenchmarkIndex:
+        return self.registry().index(store)
 
     def describe(self) -> str:
         return self.registry().describe()
 
-    def spec(self) -> dict[str, Any]:
-        return self.registry().spec()
+    def spec(self, store: ObjectStore | None = None) -> dict[str, Any]:
+        return self.registry().spec(store)
 
 
 class QualityModelResource(ConfigurableResource):

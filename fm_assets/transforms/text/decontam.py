@@ -29,7 +29,7 @@ DEFAULT_N = 13  # as in GPT-3's contamination study
 DEFAULT_EVAL_FILE = "eval_python_tutorial.jsonl.gz"
 _TOKEN = re.compile(r"\w+")
 _MULT = np.uint64(0x100000001B3)
-_SCHEME = "xxh3-64/poly-0x100000001b3/nfc-lower-w+"  # part of the fingerprint: change it, change this
+NGRAM_SCHEME = "xxh3-64/poly-0x100000001b3/nfc-lower-w+"  # part of the fingerprint: change it, change this
 
 
 def tokenize(text: str) -> list[str]:
@@ -67,7 +67,7 @@ class ContaminationIndex:
 
     def fingerprint(self) -> str:
         """sha256 (hex, 16 chars) of n, the hashing scheme and every key: the stage-key input."""
-        digest = hashlib.sha256(f"{_SCHEME}|n={self.n}|".encode())
+        digest = hashlib.sha256(f"{NGRAM_SCHEME}|n={self.n}|".encode())
         digest.update(np.ascontiguousarray(self.hashes, dtype="<u8").tobytes())
         return digest.hexdigest()[:16]
 

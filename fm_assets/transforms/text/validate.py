@@ -1,79 +1,49 @@
-"""Declarative per-row validation of document records with Great Expectations (GX Core 1.x).
+"""Per-row validation of document records against the great-expectations suite in ``validate_rules``.
 
-One expectation suite states what a valid DOC_SCHEMA record is. It runs in an in-memory
-(ephemeral) GX context over a pandas view of the table, once per work unit: GX's fixed cost per
-call is tens of milliseconds, so per-record calls would dominate. ``result_format=COMPLETE``
-returns every failing row index, which is mapped back to (reason, details) per row.
+The suite (``RULES``: GX expectation types and kwargs) is evaluated here in plain Python with GX's pandas
+semantics, so a unit never imports great-expectations (5 s per process, more than a small batch's whole
+stage work): a column-map expectation ignores null values (except ``not_be_null``), ``match_regex`` is
+``re.search`` on ``str(value)``, ``be_in_set`` is set membership and ``be_unique`` flags every
+occurrence of a repeated value. ``validate_gx.gx_validate_records`` runs the same suite through GX itself;
+``tests/transforms/readers/test_validate_ge.py`` holds the two to identical results on every rule's
+edge cases, so GX stays the definition of what each expectation means.
 """
 
 from __future__ import annotations
 
-import os
-
-# GX reads these at import time: no usage analytics (no network), no progress bars on stderr.
-os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
-os.environ.setdefault("GE_USAGE_STATS", "FALSE")
-
 import logging
-import threading
+import re
 import time
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import great_expectations as gx
-import great_expectations.expectations as gxe
-import pandas as pd
 import pyarrow as pa
-from great_expectations.data_context.types.base import ProgressBarsConfig
+
+from fm_assets.transforms.text.validate_rules import (
+    IN_SET,
+    MATCH_REGEX,
+    NOT_NULL,
+    RULES,
+    SUITE_NAME,
+    UNIQUE,
+    VALIDATED_COLUMNS,
+    RowRule,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 log = logging.getLogger(__name__)
 
-NAMESPACES = ("cloud", "on_device", "quarantine")
-# One SPDX identifier (Apache-2.0, CC-BY-SA-4.0, GPL-2.0+, LicenseRef-acme-1) or a flat expression of
-# them joined by AND / OR / WITH, optionally parenthesised.
-SPDX_ID = r"[A-Za-z0-9][A-Za-z0-9.+-]*"
-SPDX_EXPRESSION = rf"^\(*{SPDX_ID}\)*(?:\s+(?:AND|OR|WITH)\s+\(*{SPDX_ID}\)*)*$"
-VALIDATED_COLUMNS = ("doc_id", "text", "license", "namespace", "source")
 DETAIL_VALUE_CHARS = 200
-
-
-@dataclass(frozen=True, slots=True)
-class RowRule:
-    """One expectation and the reject reason its failing rows get."""
-
-    reason: str
-    column: str
-    expectation: gxe.Expectation
-    report_value: bool = True  # put the offending value in details (not for large text)
-
-
-def _rules() -> list[RowRule]:
-    rules = [
-        RowRule("text_null", "text", gxe.ExpectColumnValuesToNotBeNull(column="text"), report_value=False),
-        RowRule("text_empty", "text", gxe.ExpectColumnValuesToMatchRegex(column="text", regex=r"\S"), False),
-        RowRule("license_null", "license", gxe.ExpectColumnValuesToNotBeNull(column="license")),
-        RowRule(
-            "license_not_spdx",
-            "license",
-            gxe.ExpectColumnValuesToMatchRegex(column="license", regex=SPDX_EXPRESSION),
-        ),
-        RowRule("namespace_null", "namespace", gxe.ExpectColumnValuesToNotBeNull(column="namespace")),
-        RowRule(
-            "namespace_unknown",
-            "namespace",
-            gxe.ExpectColumnValuesToBeInSet(column="namespace", value_set=list(NAMESPACES)),
-        ),
-        RowRule("source_null", "source", gxe.ExpectColumnValuesToNotBeNull(column="source")),
-        RowRule("source_empty", "source", gxe.ExpectColumnValuesToMatchRegex(column="source", regex=r"\S")),
-        RowRule("doc_id_null", "doc_id", gxe.ExpectColumnValuesToNotBeNull(column="doc_id")),
-        RowRule("doc_id_duplicate", "doc_id", gxe.ExpectColumnValuesToBeUnique(column="doc_id")),
-    ]
-    return rules
+RowFailures = dict[int, list[tuple[str, dict[str, Any]]]]
 
 
 @dataclass
 class ValidationResult:
-    row_failures: dict[int, list[tuple[str, dict[str, Any]]]]  # row index -> [(reason, details)]
+    row_failures: RowFailures  # row index -> [(reason, details)]
     suite: dict[str, Any] = field(default_factory=dict)  # expectation results summary
 
     @property
@@ -81,38 +51,74 @@ class ValidationResult:
         return not self.row_failures
 
 
-class _Validator:
-    """The GX context, suite and batch definition, built once per process."""
+@dataclass(frozen=True, slots=True)
+class RuleOutcome:
+    """One expectation's result: the failing row positions, in order, and their values."""
 
-    def __init__(self) -> None:
-        self.context = gx.get_context(mode="ephemeral")
-        self.context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
-        asset = self.context.data_sources.add_pandas("fm_records").add_dataframe_asset("documents")
-        self.batch_definition = asset.add_batch_definition_whole_dataframe("work_unit")
-        self.rules = _rules()
-        self.suite = _suite(self.rules, "fm_document_records")
-        self.lock = threading.Lock()
+    rule: RowRule
+    indices: list[int]
+    values: list[Any]
 
 
-_validator: _Validator | None = None
-_validator_lock = threading.Lock()
+@dataclass(frozen=True, slots=True)
+class Columns:
+    """The validated columns of a table as Python lists, with each value's null flag (GX's ``isnull``)."""
+
+    rows: int
+    values: dict[str, list[Any]]
+    nulls: dict[str, list[bool]]
+
+    @property
+    def missing(self) -> list[str]:
+        return [name for name in VALIDATED_COLUMNS if name not in self.values]
 
 
-def _get_validator() -> _Validator:
-    global _validator
-    with _validator_lock:
-        if _validator is None:
-            _validator = _Validator()
-        return _validator
-
-
-def _to_frame(table: pa.Table | pd.DataFrame) -> pd.DataFrame:
+def columns_of(table: pa.Table | pd.DataFrame) -> Columns:
+    """Row positions (not a frame's index labels) and values of the validated columns present."""
+    values: dict[str, list[Any]] = {}
+    nulls: dict[str, list[bool]] = {}
     if isinstance(table, pa.Table):
-        present = [name for name in VALIDATED_COLUMNS if name in table.column_names]
-        frame = table.select(present).to_pandas()
-    else:
-        frame = table[[name for name in VALIDATED_COLUMNS if name in table.columns]]
-    return frame.reset_index(drop=True)
+        for name in VALIDATED_COLUMNS:
+            if name in table.column_names:
+                column = table.column(name)
+                values[name] = column.to_pylist()
+                # pandas reads a float NaN as missing too
+                is_null = column.is_null(nan_is_null=pa.types.is_floating(column.type))
+                nulls[name] = is_null.to_pylist()
+        return Columns(table.num_rows, values, nulls)
+    for name in VALIDATED_COLUMNS:
+        if name in table.columns:
+            values[name] = table[name].tolist()
+            nulls[name] = table[name].isna().tolist()
+    return Columns(len(table), values, nulls)
+
+
+def _unexpected(rule: RowRule, values: Sequence[Any], nulls: Sequence[bool]) -> list[int]:
+    if rule.expectation_type == NOT_NULL:
+        return [row for row, null in enumerate(nulls) if null]
+    present = [row for row, null in enumerate(nulls) if not null]
+    if rule.expectation_type == MATCH_REGEX:
+        search = re.compile(rule.kwargs["regex"]).search
+        return [row for row in present if search(str(values[row])) is None]
+    if rule.expectation_type == IN_SET:
+        allowed = set(rule.kwargs["value_set"])
+        return [row for row in present if values[row] not in allowed]
+    if rule.expectation_type == UNIQUE:
+        counts = Counter(values[row] for row in present)
+        return [row for row in present if counts[values[row]] > 1]
+    raise ValueError(f"validate: no evaluator for {rule.expectation_type} ({rule.reason})")
+
+
+def evaluate_rules(columns: Columns, rules: Sequence[RowRule]) -> list[RuleOutcome]:
+    """Each rule's failing rows in ``columns`` (rules on missing columns are skipped)."""
+    outcomes = []
+    for rule in rules:
+        if rule.column not in columns.values:
+            continue
+        values = columns.values[rule.column]
+        indices = _unexpected(rule, values, columns.nulls[rule.column])
+        outcomes.append(RuleOutcome(rule, indices, [values[row] for row in indices]))
+    return outcomes
 
 
 def _short(value: Any) -> Any:
@@ -123,70 +129,54 @@ def _short(value: Any) -> Any:
     return value
 
 
-def validate_records(table: pa.Table | pd.DataFrame) -> ValidationResult:
-    """Validate document records (DOC_SCHEMA columns) and return each failing row's reasons.
-
-    A missing column fails every row with ``<column>_missing``. Row indices are positions in ``table``.
-    """
+def validation_result(
+    columns: Columns,
+    evaluate: Callable[[Columns, Sequence[RowRule]], list[RuleOutcome]],
+    rules: Sequence[RowRule] = RULES,
+) -> ValidationResult:
+    """Run ``evaluate`` (this module's or GX's) over ``columns`` and map its outcomes to each failing row's
+    (reason, details) and the suite summary. A missing column fails every row with ``<column>_missing``."""
     started = time.perf_counter()
-    frame = _to_frame(table)
-    rows = len(frame)
-    row_failures: dict[int, list[tuple[str, dict[str, Any]]]] = {}
-    missing = [name for name in VALIDATED_COLUMNS if name not in frame.columns]
+    missing = columns.missing
+    row_failures: RowFailures = {}
     for name in missing:
-        for row in range(rows):
+        for row in range(columns.rows):
             row_failures.setdefault(row, []).append((f"{name}_missing", {"column": name}))
-    validator = _get_validator()
     expectations: list[dict[str, Any]] = []
-    if rows:
-        rules = [rule for rule in (_rules() if missing else validator.rules) if rule.column not in missing]
-        suite = _suite(rules, "fm_document_records_partial") if missing else validator.suite
-        with validator.lock:
-            batch = validator.batch_definition.get_batch(batch_parameters={"dataframe": frame})
-            outcome = batch.validate(suite, result_format={"result_format": "COMPLETE"})
-        results_by_reason = {
-            result.expectation_config.meta.get("reason"): result for result in outcome.results
-        }
-        for rule in rules:
-            result = results_by_reason.get(rule.reason)
-            if result is None or result.exception_info.get("raised_exception"):
-                raise RuntimeError(f"GX could not evaluate {rule.reason}: {result and result.exception_info}")
-            indices = result.result.get("unexpected_index_list") or []
-            values = result.result.get("unexpected_list") or []
-            for position, row in enumerate(indices):
-                details: dict[str, Any] = {
-                    "column": rule.column,
-                    "expectation": rule.expectation.expectation_type,
-                }
-                if rule.report_value and position < len(values):
-                    details["value"] = _short(values[position])
+    if columns.rows:
+        for outcome in evaluate(columns, [rule for rule in rules if rule.column not in missing]):
+            rule = outcome.rule
+            for position, row in enumerate(outcome.indices):
+                details: dict[str, Any] = {"column": rule.column, "expectation": rule.expectation_type}
+                if rule.report_value and position < len(outcome.values):
+                    details["value"] = _short(outcome.values[position])
                 row_failures.setdefault(int(row), []).append((rule.reason, details))
             expectations.append(
                 {
                     "reason": rule.reason,
-                    "expectation": rule.expectation.expectation_type,
+                    "expectation": rule.expectation_type,
                     "column": rule.column,
-                    "success": bool(result.success),
-                    "unexpected_count": int(result.result.get("unexpected_count") or 0),
+                    "success": not outcome.indices,
+                    "unexpected_count": len(outcome.indices),
                 }
             )
     seconds = time.perf_counter() - started
     summary = {
-        "suite": "fm_document_records",
-        "rows": rows,
+        "suite": SUITE_NAME,
+        "rows": columns.rows,
         "failed_rows": len(row_failures),
         "success": not row_failures,
         "missing_columns": missing,
         "expectations": expectations,
         "seconds": round(seconds, 4),
     }
-    log.debug("GX validated %d rows in %.3fs: %d failing", rows, seconds, len(row_failures))
+    log.debug("validated %d rows in %.3fs: %d failing", columns.rows, seconds, len(row_failures))
     return ValidationResult(row_failures=dict(sorted(row_failures.items())), suite=summary)
 
 
-def _suite(rules: list[RowRule], name: str) -> gx.ExpectationSuite:
-    suite = gx.ExpectationSuite(name=name)
-    for rule in rules:
-        rule.expectation.meta = {"reason": rule.reason}  # ties each result back to its rule
-        suite.add_expectation(rule.expectation)
-    return suite
+def validate_records(table: pa.Table | pd.DataFrame) -> ValidationResult:
+    """Validate document records (DOC_SCHEMA columns) and return each failing row's reasons.
+
+    A missing column fails every row with ``<column>_missing``. Row indices are positions in ``table``.
+    """
+    return validation_result(columns_of(table), evaluate_rules)
