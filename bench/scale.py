@@ -327,12 +327,34 @@ def datatrove_case(workdir: Path, docs: list[dict], tokenizer: Path) -> dict:
     return {"docs": len(docs), "wall_s": wall, "cpu_s": cpu, "docs_per_cpu_s": round(len(docs) / cpu, 2)}
 
 
+def peer_case(workdir: Path, docs: list[dict], tokenizer: Path, reps: int) -> dict:
+    """``fm run`` with one worker and datatrove's equivalent pipeline on the same documents, interleaved
+    ``reps`` times: documents per CPU-second of each and their ratio per pair (both single-process)."""
+    pairs = []
+    for rep in range(reps):
+        ours = pipeline_case(workdir, f"peer_{rep}", docs, tokenizer, workers=1)
+        peer = datatrove_case(workdir, docs, tokenizer)
+        pairs.append({
+            "ours_docs_per_cpu_s": ours["docs_per_cpu_s"], "ours_cpu_s": ours.get("cpu_s"), "ours_wall_s": ours["wall_s"],
+            "datatrove_docs_per_cpu_s": peer["docs_per_cpu_s"], "datatrove_cpu_s": round(peer["cpu_s"], 2),
+            "datatrove_wall_s": round(peer["wall_s"], 2), "ratio": round(ours["docs_per_cpu_s"] / peer["docs_per_cpu_s"], 3),
+            "load": os.getloadavg(),
+        })  # fmt: skip
+    return {"docs": len(docs), "pairs": pairs, "median_ratio": statistics.median(p["ratio"] for p in pairs),
+            "target": ">= 3"}  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workdir", type=Path, default=REPO / "bench" / "results" / "scale")
     parser.add_argument("--docs-per-package", type=int, default=1500)
     parser.add_argument("--skip-datatrove", action="store_true")
     parser.add_argument("--workers-only", action="store_true", help="only the 1 vs 2 worker comparison")
+    parser.add_argument(
+        "--peer-only",
+        action="store_true",
+        help="only fm run (1 worker) vs datatrove, --reps times interleaved",
+    )
     parser.add_argument(
         "--reps", type=int, default=2, help="interleaved repetitions of the worker comparison"
     )
@@ -354,6 +376,13 @@ def main() -> None:
             **workers_case(workdir, docs, tokenizer, args.reps),
         }
         json.dump(result, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return
+    if args.peer_only:
+        docs = load_docs(workdir, None, packages)
+        tokenizer = train_tokenizer(workdir, docs)
+        json.dump({"load": os.getloadavg(), "notes": notes, **peer_case(workdir, docs, tokenizer, args.reps)},
+                  sys.stdout, indent=2)  # fmt: skip
         sys.stdout.write("\n")
         return
     docs = load_docs(workdir, args.docs_per_package, packages)
