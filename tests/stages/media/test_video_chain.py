@@ -226,7 +226,7 @@ def test_a_source_revocation_reaches_the_video_clips_in_the_shards(tmp_path, set
     assert not affected_documents(store, other).doc_ids
 
 
-def test_the_videos_lance_view_has_a_row_and_a_thumbnail_per_released_clip(tmp_path, settings):
+def test_the_videos_lance_view_has_a_row_and_a_thumbnail_per_released_clip(tmp_path, settings, capsys):
     import lance
     from PIL import Image
 
@@ -261,6 +261,14 @@ def test_the_videos_lance_view_has_a_row_and_a_thumbnail_per_released_clip(tmp_p
         "stored_clips": 0,
         "stored_clip_bytes": 0,
     }
+    # `fm card` finds the media release by a version prefix and prints its card.json (it has no card.md)
+    from fm_assets.cli.main import main
+
+    capsys.readouterr()
+    assert main(["--root", store.root, "card", card["version"][:8]]) == 0
+    printed = capsys.readouterr()
+    assert json.loads(printed.out)["video"] == card["video"] and "no card.md" in printed.err
+    assert main(["--root", store.root, "card", card["version"][:8], "--open"]) == 2
 
 
 def video_release_card(store):
