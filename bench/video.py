@@ -7,17 +7,22 @@
   whose keyframe pHashes are within ``max_distance`` of the original clip's by the mean over aligned
   keyframes (what ``media_near_dedup`` decides), and the share of clip pairs of *different* videos within it
   (false matches); the same two shares by the max over keyframes and by the middle keyframe alone, for
-  comparison;
+  comparison; and ``trimmed_copy``: the share of a start-trimmed copy's clips that pair with any clip of
+  their original (near-dup compares aligned windows, so a trim shifts every window: see docs/architecture.md);
 - ``loader_cpu``: the clips written as a video-text release and read with ``fm_loader.Loader``: keyframes
   (frames) and samples per second, decoded on the CPU; ``loader_gpu``: the same with ``device="cuda"``, the
   keyframe strips decoded by the GPU image path (nvJPEG), when CUDA and torchvision are present (else the
   reason it was skipped).
 
+Options: ``--store-clips`` (``FM_VIDEO_STORE_CLIPS=1``: each clip also re-encoded and stored, its bytes counted
+beside the strips' and carried into the loader's release, which then yields ``clips``) and ``--cuts shots``
+(``FM_VIDEO_CUTS=shots``: windows cut at shot boundaries first); the policy used is in the JSON.
+
 Data: the real GNOME help videos of ``fm sample-data --modality video`` (``--data``, fetched into a
 temporary folder when not given), falling back to generated test videos when apt is not reachable
 (``"source": "fixtures"``). Each timing is the best of ``--repeats`` runs.
 
-Usage: python bench/video.py [--data DIR] [--videos 12] [--repeats 2]
+Usage: python bench/video.py [--data DIR] [--videos 12] [--repeats 2] [--store-clips] [--cuts fixed|shots]
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -46,11 +52,11 @@ from fm_assets.transforms.dedup.image_near_dup import (  # noqa: E402
     is_near,
     position_distances,
 )
-from fm_assets.transforms.video.clips import STRIP_EXT, Clip, ClipPolicy, extract_clips  # noqa: E402
+from fm_assets.transforms.video.clips import FIXED, SHOTS, STRIP_EXT, Clip, ClipPolicy, extract_clips  # noqa: E402
 from fm_assets.transforms.video.probe import VideoLimits, probe_video  # noqa: E402
 
-POLICY = ClipPolicy()
 LIMITS = VideoLimits()
+TRIM_S = 3.0  # the trimmed copy's cut: not a multiple of the window nor of the keyframe spacing
 VIDEO_SUFFIXES = (".webm", ".ogv", ".mp4", ".mkv", ".mov")
 
 
@@ -84,18 +90,21 @@ def load_videos(data: Path | None, limit: int) -> tuple[str, list[bytes]]:
     return "fixtures", [fx.clip_video(12.0, 320, 240, fps=10, seed=s) for s in range(limit)]
 
 
-def validate_and_clip(videos: list[bytes]) -> list[list[Clip]]:
+def validate_and_clip(videos: list[bytes], policy: ClipPolicy) -> list[list[Clip]]:
     out = []
     for blob in videos:
         info = probe_video(blob, LIMITS)
-        out.append(extract_clips(blob, info.duration_s, POLICY))
+        out.append(extract_clips(blob, info.duration_s, policy))
     return out
 
 
-def bench_validate_clip(videos: list[bytes], repeats: int) -> tuple[dict[str, Any], list[list[Clip]]]:
+def bench_validate_clip(
+    videos: list[bytes], repeats: int, policy: ClipPolicy
+) -> tuple[dict[str, Any], list[list[Clip]]]:
     seconds = sum(probe_video(v, LIMITS).duration_s for v in videos)
-    cpu, wall, clips = timed(lambda: validate_and_clip(videos), repeats)
-    count = sum(len(c) for c in clips)
+    cpu, wall, clips = timed(lambda: validate_and_clip(videos, policy), repeats)
+    flat = [c for video in clips for c in video]
+    count = len(flat)
     return {
         "videos": len(videos),
         "video_seconds": round(seconds, 2),
@@ -103,12 +112,16 @@ def bench_validate_clip(videos: list[bytes], repeats: int) -> tuple[dict[str, An
         "clips_per_cpu_s": round(count / cpu, 2),
         "clips_per_wall_s": round(count / wall, 2),
         "video_seconds_per_cpu_s": round(seconds / cpu, 2),
-        "policy": POLICY.config(),
+        "strip_bytes": sum(len(c.strip) for c in flat),
+        "stored_clips": sum(c.clip is not None for c in flat),
+        "stored_clip_bytes": sum(len(c.clip or b"") for c in flat),
+        "policy": policy.config(),
     }, clips
 
 
-def reencode(blob: bytes, scale: float = 0.75) -> bytes:
-    """The video decoded and encoded again at ``scale`` of its size as VP8 WebM (even sides)."""
+def reencode(blob: bytes, scale: float = 0.75, trim_s: float = 0.0) -> bytes:
+    """The video decoded and encoded again at ``scale`` of its size as VP8 WebM (even sides), without its
+    first ``trim_s`` seconds."""
     out = io.BytesIO()
     with av.open(io.BytesIO(blob), mode="r") as src, av.open(out, mode="w", format="webm") as dst:
         stream = src.streams.video[0]
@@ -119,12 +132,16 @@ def reencode(blob: bytes, scale: float = 0.75) -> bytes:
         enc.width, enc.height, enc.pix_fmt = width, height, "yuv420p"
         enc.time_base = stream.time_base  # keep every frame's time: clip windows must cut the same moments
         enc.options = {"b": "800k"}
+        first_pts: int | None = None
         for packet in src.demux(stream):
             if packet.size == 0 and packet.pts is not None:
                 continue
             for frame in packet.decode():
+                if frame.pts is None or (frame.time or 0.0) < trim_s:
+                    continue
+                first_pts = frame.pts if first_pts is None else first_pts
                 scaled = frame.reformat(width=width, height=height, format="yuv420p")
-                scaled.pts, scaled.time_base = frame.pts, frame.time_base
+                scaled.pts, scaled.time_base = frame.pts - (first_pts if trim_s else 0), frame.time_base
                 for out_packet in enc.encode(scaled):
                     dst.mux(out_packet)
         for out_packet in enc.encode():
@@ -132,7 +149,7 @@ def reencode(blob: bytes, scale: float = 0.75) -> bytes:
     return out.getvalue()
 
 
-def bench_near_dup(videos: list[bytes], originals: list[list[Clip]]) -> dict[str, Any]:
+def bench_near_dup(videos: list[bytes], originals: list[list[Clip]], policy: ClipPolicy) -> dict[str, Any]:
     max_distance = ImageNearDupConfig().max_distance
     rules: dict[str, Callable[[tuple[int, ...]], bool]] = {
         "mean": lambda d: is_near(d, max_distance),
@@ -143,7 +160,7 @@ def bench_near_dup(videos: list[bytes], originals: list[list[Clip]]) -> dict[str
     for blob, clips in zip(videos, originals, strict=True):
         copy = reencode(blob)
         for a, b in zip(
-            clips, extract_clips(copy, probe_video(copy, LIMITS).duration_s, POLICY), strict=False
+            clips, extract_clips(copy, probe_video(copy, LIMITS).duration_s, policy), strict=False
         ):
             copies.append(position_distances(list(a.phashes), list(b.phashes)) or ())
     flat = [(v, list(c.phashes)) for v, clips in enumerate(originals) for c in clips]
@@ -157,6 +174,16 @@ def bench_near_dup(videos: list[bytes], originals: list[list[Clip]]) -> dict[str
     def share(pairs: list[tuple[int, ...]], rule: Callable[[tuple[int, ...]], bool]) -> float | None:
         return round(sum(rule(d) for d in pairs) / len(pairs), 4) if pairs else None
 
+    # a copy trimmed at the start: does each of its clips pair with *any* clip of its original?
+    trimmed = matched = 0
+    for blob, clips in zip(videos, originals, strict=True):
+        copy = reencode(blob, trim_s=TRIM_S)
+        for b in extract_clips(copy, probe_video(copy, LIMITS).duration_s, policy):
+            trimmed += 1
+            matched += any(
+                is_near(position_distances(list(a.phashes), list(b.phashes)), max_distance) for a in clips
+            )
+
     return {
         "copy": "3/4 size, re-encoded VP8 WebM",
         "max_distance": max_distance,
@@ -166,6 +193,11 @@ def bench_near_dup(videos: list[bytes], originals: list[list[Clip]]) -> dict[str
         "mean_distance_median": float(np.median([sum(d) / len(d) for d in copies])) if copies else None,
         "different_video_pairs": len(cross),
         "false_match_rate": share(cross, rules["mean"]),
+        "trimmed_copy": {
+            "copy": f"first {TRIM_S} s cut off, then as above",
+            "clips": trimmed,
+            "recall_any_clip_of_its_video": round(matched / trimmed, 4) if trimmed else None,
+        },
         "other_rules": {
             name: {"recall": share(copies, rule), "false_match_rate": share(cross, rule)}
             for name, rule in rules.items()
@@ -186,6 +218,7 @@ def bench_loader(clips: list[list[Clip]], repeats: int, device: str | None = Non
             STRIP_EXT,
             f"clip {c.index} of video {v}",
             {"licence": "CC-BY-SA-3.0", "provenance": {"video": v}, "keyframes": c.keyframes},
+            clip=c.clip,
         )
         for v, video in enumerate(clips)
         for c in video
@@ -203,27 +236,29 @@ def bench_loader(clips: list[list[Clip]], repeats: int, device: str | None = Non
     )
     manifest.save(str(folder / "manifest.json"))
 
-    def read_all() -> tuple[int, int, str]:
-        frames = count = 0
+    def read_all() -> tuple[int, int, str, int]:
+        frames = count = clip_bytes = 0
         with Loader(str(folder / "manifest.json"), 8, seed=0, prefetch=0, device=device) as loader:
             for batch in loader:
                 valid = batch["frame_mask"]
                 frames += int(valid.sum())
                 count += int(batch["valid"].sum())
+                clip_bytes += sum(len(c) for c in batch.get("clips") or [] if c)
             decode = loader.image_decode_mode
         if device is not None:
             import torch
 
             torch.cuda.synchronize()
-        return frames, count, decode
+        return frames, count, decode, clip_bytes
 
-    cpu, wall, (frames, count, decode) = timed(read_all, repeats)
+    cpu, wall, (frames, count, decode, clip_bytes) = timed(read_all, repeats)
     return {
         "samples": count,
         "frames": frames,
         "frames_per_cpu_s": round(frames / cpu, 1),
         "frames_per_wall_s": round(frames / wall, 1),
         "samples_per_wall_s": round(count / wall, 1),
+        "clip_bytes_read": clip_bytes,
         "global_batch_size": 8,
         "decode": "gpu (nvJPEG)" if decode == "gpu" else "cpu (Pillow JPEG)",
     }
@@ -249,15 +284,22 @@ def main() -> None:
     )
     parser.add_argument("--videos", type=int, default=12)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument(
+        "--store-clips",
+        action="store_true",
+        help="also re-encode and store each clip (FM_VIDEO_STORE_CLIPS=1)",
+    )
+    parser.add_argument("--cuts", choices=(FIXED, SHOTS), default=FIXED, help="clip windows (FM_VIDEO_CUTS)")
     args = parser.parse_args()
+    policy = replace(ClipPolicy(), store_clip=args.store_clips, cuts=args.cuts)
     source, videos = load_videos(args.data, args.videos)
-    validate, clips = bench_validate_clip(videos, args.repeats)
+    validate, clips = bench_validate_clip(videos, args.repeats, policy)
     result = {
         "source": source,
         "pyav": av.__version__,
         "cpu": os.cpu_count(),
         "validate_clip_keyframes": validate,
-        "near_dup_recall": bench_near_dup(videos, clips),
+        "near_dup_recall": bench_near_dup(videos, clips, policy),
         "loader_cpu": bench_loader(clips, args.repeats),
         "loader_gpu": bench_loader_gpu(clips, args.repeats),
     }

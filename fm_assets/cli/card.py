@@ -1,8 +1,12 @@
-"""``fm card VERSION``: print a released dataset version's card (Markdown, or ``--json``), or open it."""
+"""``fm card VERSION``: print a released dataset version's card (Markdown, or ``--json``), or open it.
+
+Every release has ``card.json``; text releases also ``card.md``. A media release (image-, audio-,
+video-text) has ``card.json`` only, so its card prints as JSON (a note on stderr says so)."""
 
 from __future__ import annotations
 
 import argparse
+import posixpath
 import webbrowser
 
 from rich.console import Console
@@ -22,8 +26,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--open", action="store_true", help="open card.md in a browser (local roots)")
 
 
+CARD_JSON = posixpath.basename(layout.dataset_card("d", "v"))
+
+
 def find_versions(store: ObjectStore, version: str, name: str | None) -> list[tuple[str, str]]:
-    """(dataset, version) pairs whose card matches ``version`` (a prefix) and ``name``."""
+    """(dataset, version) pairs whose card (``card.json``, every release has one) matches ``version`` (a
+    prefix) and ``name``."""
     if version == "latest":
         if not name:
             return []
@@ -34,7 +42,7 @@ def find_versions(store: ObjectStore, version: str, name: str | None) -> list[tu
         parts = path.split("/")
         if (
             len(parts) == 3
-            and parts[2] == CARD_MD
+            and parts[2] == CARD_JSON
             and parts[1].startswith(version)
             and name in (None, parts[0])
         ):
@@ -56,6 +64,14 @@ def run(args: argparse.Namespace, store: ObjectStore, console: Console, out: Con
         return 2
     name, version = matches[0]
     folder = layout.dataset_dir(name, version)
+    has_md = store.exists(f"{folder}/{CARD_MD}")
+    if not has_md and not args.json:
+        if args.open:
+            console.print(f"[red]fm card --open: {name} {version} has no {CARD_MD}; fm card --json[/red]")
+            return 2
+        console.print(
+            f"[yellow]{name} {version} has no {CARD_MD} (a media release): its {CARD_JSON}[/yellow]"
+        )
     if args.open:
         if not store.is_local:
             console.print(
@@ -65,7 +81,7 @@ def run(args: argparse.Namespace, store: ObjectStore, console: Console, out: Con
         webbrowser.open(store.local_path(f"{folder}/{CARD_MD}").as_uri())
         out.print(store.local_path(f"{folder}/{CARD_MD}"), highlight=False)
         return 0
-    if args.json:
+    if args.json or not has_md:
         out.print_json(store.read_bytes(layout.dataset_card(name, version)).decode("utf-8"))
     else:
         out.print(store.read_bytes(f"{folder}/{CARD_MD}").decode("utf-8"), markup=False, highlight=False)

@@ -129,7 +129,8 @@ def run_demo(
     latest = store.read_json(layout.dataset_latest(name))["version"]
     manifest_path = store.uri(layout.dataset_manifest(name, latest))
     tokenizer = pinned_tokenizer(store).tokenizer
-    out.print(f"\n[bold]dataset {name} version {latest}[/bold]: {manifest_path}")
+    out.print()  # a blank line first: the style tag only applies at the start of the line (pipes.literal)
+    out.print(f"[bold]dataset {name} version {latest}[/bold]: {manifest_path}")
     for row, shard, index in read_rows(manifest_path, limit=3):
         first_doc = row.tokens[: row.doc_lens[0]]
         text = tokenizer.decode([int(t) for t in first_doc[:80]])

@@ -1,4 +1,4 @@
-"""Assembles the multimodal dataset versions (image-text, audio-text) from every batch's media shards.
+"""Assembles the multimodal dataset versions (image-text, audio-text, video-text) from every batch's media shards.
 
 Beside the text release: ``datasets/<name>-image-text[-<namespace>]/<version>/manifest.json`` (a
 ``fm_loader.media`` ``MediaManifest`` that references the partitions' shards by relative path, no copies)
@@ -6,6 +6,7 @@ plus ``card.json`` and ``LATEST.json``. Namespaces are walls: each namespace get
 ``quarantine`` batches are held back until promoted. A batch is released only when its whole media chain is
 current (no failed stage, no failed blocking check, every stage built from its upstream's current output);
 otherwise it is held back with the reason, as for text. The version hashes the partitions' data versions.
+A video-text card also has a ``video`` section (``video_card.py``: clips, seconds, stored clips and bytes).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from fm_assets.compliance.licence_policy import LicencePolicy, load_policy
 from fm_assets.compliance.namespaces import MODALITIES, effective_namespace, media_dataset_name
 from fm_assets.datasets.release import held_back_reason, licence_held_back_reason
+from fm_assets.datasets.video_card import video_card_section
 from fm_assets.engine import layout
 from fm_assets.engine.hashing import stable_hash
 from fm_assets.engine.landing import list_complete_batches, read_batch_manifest
@@ -24,6 +26,7 @@ from fm_assets.engine.refs import read_success
 from fm_assets.engine.store import ObjectStore
 from fm_assets.stages.batch_chains import batch_chains
 from fm_assets.stages.registry import MEDIA_STAGES
+from fm_assets.transforms.readers.media_types import VIDEO
 from fm_loader.media.manifest import MediaManifest
 
 SHARD_STAGE = "media_shard"
@@ -119,6 +122,8 @@ def _write_version(
         "code_version": release.code_version,
         "held_back": held_back,
     }
+    if modality == VIDEO:
+        card["video"] = video_card_section(store, [batch for batch, _, _ in parts])
     store.write_json(layout.dataset_card(dataset, version), card)
     store.write_json(layout.dataset_latest(dataset), {"version": version})
     return {"dataset": dataset, "version": version, "folder": folder, "samples": release.samples}

@@ -1,12 +1,13 @@
 """The Lance media views: ``images`` (with a JPEG thumbnail per image), ``audio`` and ``videos`` (one row per
-clip, its middle keyframe as the thumbnail), one row per released sample, one set of datasets per release
-namespace.
+clip, its middle keyframe as the thumbnail, and whether the clip itself is stored: ``has_clip``, ``clip_bytes``,
+``clip_sha256`` of the re-encoded ``<key>.clip.mp4`` of ``FM_VIDEO_STORE_CLIPS=1``), one row per released
+sample, one set of datasets per release namespace.
 
 Rows come from every batch's ``media_shard`` output (the sample's shard and position, shape, caption and its
 token count, licence, namespace, raw and normalized hashes) plus the batch's source; each image's thumbnail
 (and each clip's) is made from its normalized bytes, read from the ``media_normalize`` output the shards were built from. Like ``documents_lance``, a dataset is rewritten as a
-new Lance version only when its inputs (the ``media_shard`` data versions) changed, the inputs' hash sits in
-the schema metadata, and the write holds the ``lance`` lock. Rows stream batch by batch (bounded memory).
+new Lance version only when its inputs (the ``media_shard`` data versions, and ``VIEW_VERSION``: a new column
+rewrites the views once) changed, the inputs' hash sits in the schema metadata, and the write holds the ``lance`` lock. Rows stream batch by batch (bounded memory).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ SHARD_STAGE = "media_shard"
 NORMALIZE_STAGE = "media_normalize"
 THUMBNAIL_SIDE = 128
 ROWS_PER_WRITE = 256
+VIEW_VERSION = "media-views-v2"  # v2: the videos' has_clip / clip_bytes / clip_sha256
 
 _COMMON = [
     pa.field("doc_id", pa.string()),
@@ -75,10 +77,22 @@ VIDEOS_SCHEMA = pa.schema(
         pa.field("clip_end_s", pa.float64()),
         pa.field("keyframes", pa.int32()),
         pa.field("thumbnail", pa.binary()),  # the middle keyframe, JPEG, longest side THUMBNAIL_SIDE
+        pa.field("has_clip", pa.bool_()),  # the re-encoded clip is in the shard (FM_VIDEO_STORE_CLIPS=1)
+        pa.field("clip_bytes", pa.int64()),  # its size and sha256 (null without it)
+        pa.field("clip_sha256", pa.string()),
     ]
 )
 SCHEMAS = {"image": IMAGES_SCHEMA, "audio": AUDIO_SCHEMA, "video": VIDEOS_SCHEMA}
-_NORMALIZED = ["doc_id", "modality", "norm_data", "clip_start_s", "clip_end_s", "keyframes"]
+_NORMALIZED = [
+    "doc_id",
+    "modality",
+    "norm_data",
+    "clip_start_s",
+    "clip_end_s",
+    "keyframes",
+    "clip_bytes",
+    "clip_sha256",
+]
 
 
 def _middle_keyframe(strip: bytes, keyframes: int) -> Image.Image:
@@ -113,6 +127,9 @@ def _view_row(
             "clip_end_s": normalized["clip_end_s"],
             "keyframes": keyframes,
             "thumbnail": thumbnail(_middle_keyframe(normalized["norm_data"], keyframes), THUMBNAIL_SIDE),
+            "has_clip": bool(normalized["clip_bytes"]),
+            "clip_bytes": normalized["clip_bytes"] or None,
+            "clip_sha256": normalized["clip_sha256"] if normalized["clip_bytes"] else None,
         }
     with Image.open(io.BytesIO(normalized["norm_data"])) as image:
         thumb = thumbnail(image.convert("RGB"), THUMBNAIL_SIDE)
@@ -126,9 +143,10 @@ def _view_row(
     }
 
 
-def _iter_rows(
+def iter_part_rows(
     store: ObjectStore, parts: list[str], columns: list[str] | None = None
 ) -> Iterator[dict[str, Any]]:
+    """The rows of a stage's Parquet parts (only ``columns``, when given), ``ROWS_PER_WRITE`` at a time."""
     for part in parts:
         with store.open(part) as handle:
             for record_batch in pq.ParquetFile(handle).iter_batches(
@@ -150,10 +168,10 @@ def iter_view_batches(store: ObjectStore, modality: str, batches: list[str]) -> 
                 f"{SHARD_STAGE}[{batch}] was not built from the current {NORMALIZE_STAGE} output; fm run {batch}"
             )
         media = (
-            r for r in _iter_rows(store, list(normalized.parts), _NORMALIZED) if r["modality"] == modality
+            r for r in iter_part_rows(store, list(normalized.parts), _NORMALIZED) if r["modality"] == modality
         )
         rows: list[dict[str, Any]] = []
-        for row in _iter_rows(store, list(shard.parts)):
+        for row in iter_part_rows(store, list(shard.parts)):
             if row["modality"] != modality:
                 continue
             data = next(media) if modality != "audio" else None
@@ -180,7 +198,7 @@ def write_media_lance(
 
     versions = stage_versions(store, SHARD_STAGE, namespace)
     batches = sorted(versions)
-    inputs_version = stable_hash([(batch, versions[batch]) for batch in batches])
+    inputs_version = stable_hash([VIEW_VERSION, [(batch, versions[batch]) for batch in batches]])
     result: dict[str, Any] = {"inputs_version": inputs_version}
     with store_lock(store, LANCE_LOCK):
         for modality, uri in sorted(uris.items()):

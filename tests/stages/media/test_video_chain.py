@@ -4,6 +4,7 @@ across batches, video-text shards with clip provenance, and reproducible bytes."
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import tarfile
@@ -225,7 +226,7 @@ def test_a_source_revocation_reaches_the_video_clips_in_the_shards(tmp_path, set
     assert not affected_documents(store, other).doc_ids
 
 
-def test_the_videos_lance_view_has_a_row_and_a_thumbnail_per_released_clip(tmp_path, settings):
+def test_the_videos_lance_view_has_a_row_and_a_thumbnail_per_released_clip(tmp_path, settings, capsys):
     import lance
     from PIL import Image
 
@@ -251,6 +252,33 @@ def test_the_videos_lance_view_has_a_row_and_a_thumbnail_per_released_clip(tmp_p
     thumb = Image.open(io.BytesIO(rows[0]["thumbnail"]))
     assert thumb.format == "JPEG" and max(thumb.size) == THUMBNAIL_SIDE and thumb.size[0] > thumb.size[1]
     assert rows[0]["caption"] == "Two clips." and rows[0]["width"] == 96
+    assert [(r["has_clip"], r["clip_bytes"], r["clip_sha256"]) for r in rows] == [(False, None, None)] * 2
+    card = video_release_card(store)
+    assert card["video"] == {
+        "clips": 2,
+        "clip_seconds": 16.0,
+        "keyframes_per_clip": [4],
+        "stored_clips": 0,
+        "stored_clip_bytes": 0,
+    }
+    # `fm card` finds the media release by a version prefix and prints its card.json (it has no card.md)
+    from fm_assets.cli.main import main
+
+    capsys.readouterr()
+    assert main(["--root", store.root, "card", card["version"][:8]]) == 0
+    printed = capsys.readouterr()
+    assert json.loads(printed.out)["video"] == card["video"] and "no card.md" in printed.err
+    assert main(["--root", store.root, "card", card["version"][:8], "--open"]) == 2
+
+
+def video_release_card(store):
+    """card.json of the video-text release ``assemble_media_release`` writes for ``store``'s batches."""
+    from fm_assets.datasets.media_release import assemble_media_release
+    from fm_assets.engine import layout
+
+    released = assemble_media_release(store, "t")["released"]
+    [video] = [r for r in released if r["dataset"].startswith("t-video-text")]
+    return store.read_json(layout.dataset_card(video["dataset"], video["version"]))
 
 
 def test_a_still_equal_to_a_keyframe_is_not_a_near_duplicate_of_the_clip(tmp_path, settings):
@@ -320,6 +348,22 @@ def test_stored_clips_reach_the_shards_and_the_loader_with_the_same_bytes_on_a_r
     for batch in Loader(str(path), 2, prefetch=0):
         got += [c for c, v in zip(batch["clips"], batch["valid"].tolist(), strict=True) if v]
     assert sorted(got) == sorted(clips.values())
+    # the Lance videos view and the release's card show the stored clips
+    import lance
+
+    from fm_assets.compliance.namespaces import media_lance_uris
+    from fm_assets.datasets.media_views import write_media_lance
+
+    store = ObjectStore(str(tmp_path / "b"))
+    uris = media_lance_uris(str(tmp_path / "lance" / "documents.lance"))
+    write_media_lance(store, uris)
+    rows = lance.dataset(uris["video"]).to_table().to_pylist()
+    by_hash = {hashlib.sha256(d).hexdigest(): len(d) for d in clips.values()}
+    assert [r["has_clip"] for r in rows] == [True, True]
+    assert {r["clip_sha256"]: r["clip_bytes"] for r in rows} == by_hash
+    card = video_release_card(store)["video"]
+    assert (card["clips"], card["stored_clips"]) == (2, 2)
+    assert card["stored_clip_bytes"] == sum(by_hash.values())
 
 
 def test_the_clip_settings_are_in_media_clips_key(tmp_path):

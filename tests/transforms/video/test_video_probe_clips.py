@@ -142,12 +142,39 @@ def test_a_stored_clip_is_the_window_re_encoded_with_the_same_bytes_on_every_run
     assert len(fine) > 1.5 * len(clips[1].clip or b"") > 1.5 * 1.2 * len(coarse)
 
 
-def three_shots() -> bytes:
-    """5 s dark, 6 s bright, 4 s inverted: each shot a moving pattern of its own (5 fps)."""
+def three_shots(trim_frames: int = 0) -> bytes:
+    """5 s dark, 6 s bright, 4 s inverted: each shot a moving pattern of its own (5 fps); without its first
+    ``trim_frames`` frames when asked."""
     dark = [(f // 3).astype(np.uint8) for f in moving_frames(96, 64, 25, seed=1)]
     bright = [(128 + f // 2).astype(np.uint8) for f in moving_frames(96, 64, 30, seed=2)]
     inverted = [255 - f for f in moving_frames(96, 64, 20, seed=3)]
-    return encode_video(dark + bright + inverted, fps=5)
+    return encode_video((dark + bright + inverted)[trim_frames:], fps=5)
+
+
+def test_a_start_trimmed_copy_pairs_only_where_shot_cuts_realign_its_windows() -> None:
+    """The documented limit of video near-dup: windows must line up. 3 s cut off the start shifts every fixed
+    window, so no clip of the copy pairs with the original's; shot cuts re-anchor the windows at the cuts,
+    so the copy's clips after its first cut pair with the original's clips of the same shots."""
+    from fm_assets.transforms.dedup.image_near_dup import ImageNearDupConfig, is_near, position_distances
+    from fm_assets.transforms.video.clips import SHOTS
+
+    limit = ImageNearDupConfig().max_distance
+    original, copy = three_shots(), three_shots(trim_frames=15)
+
+    def pairs(policy: ClipPolicy) -> list[tuple[float, float]]:
+        a, b = extract_clips(original, 15.0, policy), extract_clips(copy, 12.0, policy)
+        return [
+            (x.start_s, y.start_s)
+            for x in a
+            for y in b
+            if is_near(position_distances(list(x.phashes), list(y.phashes)), limit)
+        ]
+
+    assert pairs(ClipPolicy()) == []  # fixed windows: 0-8 / 8-15 against the copy's 0-8 (3-11) / 8-12 (11-15)
+    assert pairs(ClipPolicy(cuts=SHOTS)) == [
+        (5.0, 2.0),
+        (11.0, 8.0),
+    ]  # the same shots, 3 s earlier in the copy
 
 
 def test_shot_cuts_follow_the_shots_and_each_shot_is_cut_into_windows() -> None:
