@@ -220,8 +220,8 @@ def _report_held_back(settings: Settings) -> list[dict[str, str]]:
     held_back = latest_held_back(_store(settings), settings.dataset_name)
     if held_back:
         console.print(
-            f"[yellow]release {settings.dataset_name} written without {len(held_back)} batch(es) "
-            "(its card lists them under 'held_back'):[/yellow]"
+            f"[yellow]releases of {settings.dataset_name} written without {len(held_back)} batch(es) "
+            "(their cards list them under 'held_back'):[/yellow]"
         )
     for entry in held_back:
         console.print(f"[yellow]  held back {entry['batch']}: {entry['reason']}[/yellow]", highlight=False)

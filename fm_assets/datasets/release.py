@@ -120,14 +120,16 @@ def licence_held_back_reason(
 
 
 def latest_held_back(store: ObjectStore, name: str) -> list[dict[str, str]]:
-    """The batches the latest versions of dataset ``name`` (every namespace) held back, with the reason."""
+    """The batches the latest versions of dataset ``name`` and of every release derived from it (other
+    namespaces, image-text, audio-text, video-text) held back, with the reason; each (batch, reason) once."""
     held: list[dict[str, str]] = []
-    for namespace in RELEASE_NAMESPACES:
-        rel = layout.dataset_latest(release_name(name, namespace))
-        if store.exists(rel):
-            version = store.read_json(rel)["version"]
-            card = store.read_json(layout.dataset_card(release_name(name, namespace), version))
-            held.extend(card.get("held_back", []))
+    seen: set[tuple[str, str]] = set()
+    for dataset, version in sorted(latest_versions(store, name).items()):
+        card = layout.dataset_card(dataset, version)
+        for entry in store.read_json(card).get("held_back", []) if store.exists(card) else []:
+            if (entry["batch"], entry["reason"]) not in seen:
+                seen.add((entry["batch"], entry["reason"]))
+                held.append(entry)
     return held
 
 
