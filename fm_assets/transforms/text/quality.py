@@ -119,6 +119,8 @@ def _is_unspaced(text: str, lang: str | None) -> bool:
     if lang and lang.split("-")[0].split("_")[0].lower() in NO_SPACE_LANGS:
         return True
     sample = text[:5000]
+    if not _UNSPACED_LETTER.search(sample):  # the common case, decided without counting every letter
+        return False
     letters = len(_LETTER.findall(sample))
     return letters > 0 and len(_UNSPACED_LETTER.findall(sample)) > 0.5 * letters
 
@@ -127,6 +129,8 @@ def _is_short_word_script(text: str, lang: str | None) -> bool:
     if lang and lang.split("-")[0].split("_")[0].lower() in SHORT_WORD_LANGS:
         return True
     sample = text[:5000]
+    if not _HANGUL.search(sample):  # no Hangul at all: not a short-word script, whatever the letter count
+        return False
     letters = len(_LETTER.findall(sample))
     return letters > 0 and len(_HANGUL.findall(sample)) > 0.5 * letters
 
@@ -149,14 +153,18 @@ def _ngram_keys(ids: np.ndarray, n: int) -> np.ndarray:
 
 
 def _top_ngram_char_fraction(ids: np.ndarray, lengths: np.ndarray, n: int, total_chars: int) -> float:
-    """Characters of the most frequent n-gram times its count, over all word characters (Gopher)."""
+    """Characters of the most frequent n-gram times its count, over all word characters (Gopher). Ties go to
+    the smallest key (``np.unique``'s order), measured at that n-gram's first occurrence."""
     if len(ids) < n or total_chars == 0:
         return 0.0
-    _, first, counts = np.unique(_ngram_keys(ids, n), return_index=True, return_counts=True)
+    keys = _ngram_keys(ids, n)
+    ordered = np.sort(keys)  # one unstable sort: equal keys only need to be adjacent
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    counts = np.diff(np.append(starts, len(ordered)))
     best = int(np.argmax(counts))
     if counts[best] < 2:
         return 0.0
-    start = int(first[best])
+    start = int(np.argmax(keys == ordered[starts[best]]))
     return float(lengths[start : start + n].sum()) * int(counts[best]) / total_chars
 
 
@@ -164,8 +172,14 @@ def _duplicate_ngram_char_fraction(ids: np.ndarray, lengths: np.ndarray, n: int,
     """Fraction of word characters covered by n-grams that occur more than once."""
     if len(ids) < n or total_chars == 0:
         return 0.0
-    _, inverse, counts = np.unique(_ngram_keys(ids, n), return_inverse=True, return_counts=True)
-    starts = np.nonzero(counts[inverse] > 1)[0]
+    keys = _ngram_keys(ids, n)
+    order = np.argsort(keys)  # unstable: only which keys repeat matters
+    ordered = keys[order]
+    same = ordered[1:] == ordered[:-1]
+    repeated = np.zeros(len(keys), dtype=bool)
+    repeated[1:] |= same
+    repeated[:-1] |= same
+    starts = order[repeated]
     if len(starts) == 0:
         return 0.0
     cover = np.zeros(len(ids) + 1, dtype=np.int64)

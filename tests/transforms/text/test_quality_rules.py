@@ -3,8 +3,10 @@
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from fm_assets.transforms.text import quality
 from fm_assets.transforms.text.decontam import load_eval_texts
 from fm_assets.transforms.text.quality import QualityConfig, evaluate_quality
 
@@ -97,3 +99,43 @@ def test_fingerprint_is_stable_and_sensitive():
     assert QualityConfig(min_words=51).fingerprint() != QualityConfig().fingerprint()
     assert QualityConfig(boilerplate_patterns=()).fingerprint() != QualityConfig().fingerprint()
     assert len(QualityConfig().fingerprint()) == 16
+
+
+def _reference_top(
+    ids, lengths, n, total
+):  # np.unique's definition: ties to the smallest key, its first start
+    keys = quality._ngram_keys(ids, n)
+    _, first, counts = np.unique(keys, return_index=True, return_counts=True)
+    best = int(np.argmax(counts))
+    return (
+        0.0
+        if counts[best] < 2
+        else float(lengths[first[best] : first[best] + n].sum()) * int(counts[best]) / total
+    )
+
+
+def _reference_duplicate(ids, lengths, n, total):
+    _, inverse, counts = np.unique(quality._ngram_keys(ids, n), return_inverse=True, return_counts=True)
+    covered = np.zeros(len(ids), dtype=bool)
+    for start in np.nonzero(counts[inverse] > 1)[0]:
+        covered[start : start + n] = True
+    return float(lengths[covered].sum()) / total
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_ngram_fractions_equal_their_np_unique_definition(seed):
+    """The one-sort n-gram metrics give np.unique's values exactly, ties included (few distinct words)."""
+    rng = np.random.default_rng(seed)
+    words = int(rng.integers(1, 400))
+    ids = rng.integers(0, int(rng.integers(1, 30)), size=words).astype(np.int64)
+    lengths = rng.integers(1, 12, size=words).astype(np.int64)
+    total = int(lengths.sum())
+    for n in range(1, 11):
+        if words < n:
+            continue
+        assert quality._top_ngram_char_fraction(ids, lengths, n, total) == _reference_top(
+            ids, lengths, n, total
+        )
+        assert quality._duplicate_ngram_char_fraction(ids, lengths, n, total) == _reference_duplicate(
+            ids, lengths, n, total
+        )
