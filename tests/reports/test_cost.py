@@ -13,7 +13,7 @@ from fm_assets.engine.materialize import materialize
 from fm_assets.engine.refs import read_success
 from fm_assets.engine.stage import StageContext
 from fm_assets.engine.store import ObjectStore
-from fm_assets.reports.cost import cost_by, cost_rows, cost_totals
+from fm_assets.reports.cost import cost_by, cost_rows, cost_totals, with_aux_cost
 from fm_assets.side_inputs.blocklists import BlocklistSource
 from fm_assets.side_inputs.eval_registry import EvalRegistry
 from fm_assets.stages.registry import TEXT_STAGES
@@ -97,11 +97,13 @@ def test_cost_report_covers_the_media_chain(tmp_path, capsys):
     assert list(media) == CHAIN_NAMES["media"]  # every media stage, in chain order
     assert [r["stage"] for r in printed] == [s for s in ALL_STAGE_NAMES if s in {r["stage"] for r in printed}]
     for stage, outcome in outcomes.items():
-        cost = outcome.success.cost
+        cost = with_aux_cost(store, outcome.success)  # media_dedup's keys are units of its `keys` output
         assert media[stage]["source"] == "gen"
         assert media[stage]["bytes_stored"] == cost["bytes_stored"] > 0, stage
         assert media[stage]["bytes_read"] == cost["bytes_read"], stage
     assert media["media_normalize"]["cpu_seconds"] > 0  # decoding and resizing is metered work
+    own = outcomes["media_dedup"].success.cost["bytes_stored"]  # the keys output's files count too
+    assert media["media_dedup"]["bytes_stored"] > own
     # the text release's card asks for the text chain only (none of it ran here)
     assert {r["chain"] for r in cost_rows(store)} == {"media"}
     assert cost_rows(store, chains=("text",)) == []

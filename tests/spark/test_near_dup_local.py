@@ -291,7 +291,7 @@ def test_small_batch_never_starts_spark(tmp_path, record_property):
     env = {k: v for k, v in os.environ.items() if k != "PYSPARK_SUBMIT_ARGS"}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
     proc = subprocess.run(
-        [sys.executable, "-c", _NO_JVM_SCRIPT, str(REPO / "tests" / "spark"), str(tmp_path)],
+        [sys.executable, "-c", _NO_JVM_SCRIPT, str(REPO / "tests"), str(tmp_path)],
         capture_output=True,
         text=True,
         env=env,
