@@ -89,6 +89,8 @@ Span = tuple[int, int]  # [start, end) character offsets
 
 
 def _emails(text: str) -> list[Span]:
+    if "@" not in text:  # most documents: the regex would scan every position to find nothing
+        return []
     return [m.span() for m in _EMAIL.finditer(text) if not _RESERVED_EMAIL_DOMAIN.search(m.group(1))]
 
 
