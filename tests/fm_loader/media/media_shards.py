@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import soundfile
+import torch
 from PIL import Image
 
 from fm_loader.media.format import MediaSample, encode_media_shard
@@ -117,3 +118,38 @@ def video_samples(n: int, start: int = 0) -> list[MediaSample]:
             )
         )
     return out
+
+
+def fake_codec(
+    calls: list[int], refused: set[bytes]
+) -> Callable[[list[torch.Tensor], torch.device], list[torch.Tensor]]:
+    """A batched 'GPU' JPEG decode on the CPU (PIL): (3, h, w) uint8; counts its batches in ``calls`` and
+    refuses the ``refused`` streams."""
+
+    def decode(datas: list[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
+        calls.append(len(datas))
+        out = []
+        for data in datas:
+            raw = bytes(data.numpy())
+            if raw in refused:
+                raise RuntimeError("codec refuses this stream")
+            with Image.open(io.BytesIO(raw)) as image:  # garbage raises, as nvJPEG does
+                out.append(torch.from_numpy(np.array(image.convert("RGB"))).permute(2, 0, 1).contiguous())
+        return out
+
+    return decode
+
+
+def install_fake_gpu(monkeypatch, refused: set[bytes]) -> list[int]:
+    """Loader(device='cuda') runs on the host with :func:`fake_codec`: resolve to the CPU, transfer by clones.
+    Returns the list the codec records its batch sizes in."""
+    import fm_loader.loader as loader_module
+    from fm_loader.device import HostTransfer
+    from fm_loader.media import gpu_decode
+
+    calls: list[int] = []
+    real = loader_module.resolve_device
+    monkeypatch.setattr(loader_module, "resolve_device", lambda d: torch.device("cpu") if d else real(d))
+    monkeypatch.setattr(loader_module.Loader, "_transfer", lambda self, device: HostTransfer())
+    monkeypatch.setattr(gpu_decode, "jpeg_codec", lambda: fake_codec(calls, refused))
+    return calls

@@ -4,18 +4,13 @@ path (pixels close, not equal); the real nvJPEG path where CUDA and torchvision 
 
 from __future__ import annotations
 
-import io
 import logging
 
-import numpy as np
 import pytest
 import torch
-from media_shards import image_samples, write_dataset
-from PIL import Image
+from media_shards import fake_codec, image_samples, install_fake_gpu, write_dataset
 
-import fm_loader.loader as loader_module
 from fm_loader import Loader
-from fm_loader.device import HostTransfer
 from fm_loader.media import gpu_decode
 from fm_loader.media.errors import CorruptSampleError
 from fm_loader.media.format import MediaSample
@@ -24,22 +19,8 @@ BAD_JPEG, BAD_PNG = 3, 9  # sample indexes whose bytes pass their checksum but d
 REFUSED = 6  # a good JPEG the fake GPU codec refuses (decoded on the CPU instead)
 
 
-def fake_codec(calls: list[int]):
-    """A batched 'GPU' JPEG decode on the CPU: PIL, (3, h, w) uint8; refuses sample REFUSED's bytes."""
-    refused = image_samples(1, REFUSED)[0].media
-
-    def decode(datas: list[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
-        calls.append(len(datas))
-        out = []
-        for data in datas:
-            raw = bytes(data.numpy())
-            if raw == refused:
-                raise RuntimeError("codec refuses this stream")
-            with Image.open(io.BytesIO(raw)) as image:  # garbage raises, as nvJPEG does
-                out.append(torch.from_numpy(np.array(image.convert("RGB"))).permute(2, 0, 1).contiguous())
-        return out
-
-    return decode
+def refused_bytes() -> set[bytes]:
+    return {image_samples(1, REFUSED)[0].media}
 
 
 def samples(n: int, start: int = 0) -> list[MediaSample]:
@@ -63,12 +44,7 @@ def dataset(tmp_path_factory):
 @pytest.fixture
 def fake_gpu(monkeypatch) -> list[int]:
     """Loader(device='cuda') runs on the host with the fake codec: resolve to the CPU, transfer by clones."""
-    calls: list[int] = []
-    real = loader_module.resolve_device
-    monkeypatch.setattr(loader_module, "resolve_device", lambda d: torch.device("cpu") if d else real(d))
-    monkeypatch.setattr(loader_module.Loader, "_transfer", lambda self, device: HostTransfer())
-    monkeypatch.setattr(gpu_decode, "jpeg_codec", lambda: fake_codec(calls))
-    return calls
+    return install_fake_gpu(monkeypatch, refused_bytes())
 
 
 def test_selection() -> None:
@@ -99,13 +75,13 @@ def test_a_codec_that_fails_its_probe_is_not_chosen(monkeypatch) -> None:
     monkeypatch.setattr(gpu_decode, "jpeg_codec", lambda: broken)
     monkeypatch.setattr(gpu_decode, "_warned", set())
     assert gpu_decode.select_image_decode("auto", torch.device("cpu")) == "cpu"
-    monkeypatch.setattr(gpu_decode, "jpeg_codec", lambda: fake_codec([]))
+    monkeypatch.setattr(gpu_decode, "jpeg_codec", lambda: fake_codec([], refused_bytes()))
     assert gpu_decode.select_image_decode("auto", torch.device("cpu")) == "gpu"
 
 
 def test_decoder_batches_jpegs_and_falls_back_per_sample() -> None:
     calls: list[int] = []
-    decoder = gpu_decode.GpuImageDecoder(torch.device("cpu"), fake_codec(calls))
+    decoder = gpu_decode.GpuImageDecoder(torch.device("cpu"), fake_codec(calls, refused_bytes()))
     batch = [s.media for s in samples(8)]  # 0 and 5 are PNG, 3 is a bad JPEG, 6 is refused by the codec
     batch[7] = None  # padding
     images, failed = decoder.decode(batch, (32, 48))

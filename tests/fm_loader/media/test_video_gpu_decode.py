@@ -5,17 +5,19 @@ real nvJPEG path where CUDA and torchvision exist."""
 
 from __future__ import annotations
 
-import io
-
-import numpy as np
 import pytest
 import torch
-from media_shards import VIDEO_SHAPES, frame_level, strip_bytes, video_samples, write_dataset
-from PIL import Image
+from media_shards import (
+    VIDEO_SHAPES,
+    fake_codec,
+    frame_level,
+    install_fake_gpu,
+    strip_bytes,
+    video_samples,
+    write_dataset,
+)
 
-import fm_loader.loader as loader_module
 from fm_loader import Loader
-from fm_loader.device import HostTransfer
 from fm_loader.media import gpu_decode
 from fm_loader.media.decode import decode_strip
 from fm_loader.media.errors import CorruptSampleError
@@ -23,23 +25,6 @@ from fm_loader.media.format import MediaSample
 
 REFUSED = 4  # a good strip the fake GPU codec refuses (decoded on the CPU instead)
 BAD = 7  # a strip whose header reads (the shard writer checks it) but whose pixels do not
-
-
-def fake_codec(calls: list[int], refused: set[bytes]):
-    """A batched 'GPU' JPEG decode on the CPU (PIL): (3, h, w) uint8; refuses the given streams."""
-
-    def decode(datas: list[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
-        calls.append(len(datas))
-        out = []
-        for data in datas:
-            raw = bytes(data.numpy())
-            if raw in refused:
-                raise RuntimeError("codec refuses this stream")
-            with Image.open(io.BytesIO(raw)) as image:  # garbage raises, as nvJPEG does
-                out.append(torch.from_numpy(np.array(image.convert("RGB"))).permute(2, 0, 1).contiguous())
-        return out
-
-    return decode
 
 
 def samples(n: int, start: int = 0) -> list[MediaSample]:
@@ -60,13 +45,7 @@ def dataset(tmp_path_factory):
 @pytest.fixture
 def fake_gpu(monkeypatch) -> list[int]:
     """Loader(device='cuda') runs on the host with the fake codec: resolve to the CPU, transfer by clones."""
-    calls: list[int] = []
-    refused = {video_samples(1, REFUSED)[0].media}
-    real = loader_module.resolve_device
-    monkeypatch.setattr(loader_module, "resolve_device", lambda d: torch.device("cpu") if d else real(d))
-    monkeypatch.setattr(loader_module.Loader, "_transfer", lambda self, device: HostTransfer())
-    monkeypatch.setattr(gpu_decode, "jpeg_codec", lambda: fake_codec(calls, refused))
-    return calls
+    return install_fake_gpu(monkeypatch, {video_samples(1, REFUSED)[0].media})
 
 
 def run(loader: Loader) -> list[dict]:
