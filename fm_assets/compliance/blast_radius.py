@@ -17,7 +17,7 @@ import json
 import logging
 import posixpath
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +63,26 @@ def _iter_parts(store: ObjectStore, parts: list[str], columns: list[str]) -> Ite
             yield from pq.ParquetFile(handle).iter_batches(batch_size=READ_ROWS, columns=columns)
 
 
+def _text_sha256(text: str | None) -> str:
+    return hashlib.sha256((text or "").encode()).hexdigest()
+
+
+def _ids_hashed(
+    store: ObjectStore, stage: str, batch: str, column: str, hashes: set[str], digest: Callable[[Any], str]
+) -> set[str]:
+    """Doc ids of ``batch``'s ``stage`` output whose ``column`` value digests to one of ``hashes``."""
+    if read_ref(store, stage, batch) is None:
+        return set()
+    found: set[str] = set()
+    for chunk in _iter_parts(store, read_success(store, stage, batch).parts, ["doc_id", column]):
+        for doc_id, value in zip(
+            chunk.column("doc_id").to_pylist(), chunk.column(column).to_pylist(), strict=True
+        ):
+            if digest(value) in hashes:
+                found.add(doc_id)
+    return found
+
+
 def affected_documents(store: ObjectStore, revocation: Revocation) -> AffectedDocuments:
     """The documents ``revocation`` covers, by doc id, over every landed batch."""
     found = AffectedDocuments()
@@ -77,26 +97,8 @@ def affected_documents(store: ObjectStore, revocation: Revocation) -> AffectedDo
                         for chunk in _iter_parts(store, read_success(store, stage, batch).parts, ["doc_id"]):
                             ids.update(chunk.column("doc_id").to_pylist())
         else:
-            if read_ref(store, HASH_STAGE, batch) is not None:
-                parts = read_success(store, HASH_STAGE, batch).parts
-                for chunk in _iter_parts(store, parts, ["doc_id", "text"]):
-                    for doc_id, text in zip(
-                        chunk.column("doc_id").to_pylist(),
-                        chunk.column("text").to_pylist(),
-                        strict=True,
-                    ):
-                        if hashlib.sha256((text or "").encode()).hexdigest() in hashes:
-                            ids.add(doc_id)
-            if read_ref(store, MEDIA_LAND, batch) is not None:
-                parts = read_success(store, MEDIA_LAND, batch).parts
-                for chunk in _iter_parts(store, parts, ["doc_id", "media_sha256"]):
-                    for doc_id, digest in zip(
-                        chunk.column("doc_id").to_pylist(),
-                        chunk.column("media_sha256").to_pylist(),
-                        strict=True,
-                    ):
-                        if digest in hashes:
-                            ids.add(doc_id)
+            ids |= _ids_hashed(store, HASH_STAGE, batch, "text", hashes, _text_sha256)
+            ids |= _ids_hashed(store, MEDIA_LAND, batch, "media_sha256", hashes, str)
         if ids:
             found.doc_ids |= ids
             found.batches.append(batch)
