@@ -16,6 +16,7 @@ import logging
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from fm_assets.engine.integrity import DamagedDataError
 from fm_assets.engine.layout import AUX_OUTPUTS
@@ -23,10 +24,11 @@ from fm_assets.engine.records import StageSuccess
 from fm_assets.engine.refs import read_success_at
 from fm_assets.engine.run import ProcessUnit, stage_run_for, units_read
 from fm_assets.engine.stage import StageContext, WorkUnit
+from fm_assets.engine.store import ObjectStore
 
 log = logging.getLogger(__name__)
 
-__all__ = ["AUX_OUTPUTS", "run_aux_units"]
+__all__ = ["AUX_OUTPUTS", "read_aux_table", "run_aux_units"]
 
 
 def run_aux_units(
@@ -60,3 +62,12 @@ def run_aux_units(
         log.warning("%s: the stored %s output is damaged; recomputing it", run.label, name)
         ctx.store.delete(run.prefix)
         return run.execute(units, process).success
+
+
+def read_aux_table(store: ObjectStore, success: StageSuccess, schema: pa.Schema) -> pa.Table:
+    """An auxiliary output's rows: its part files concatenated in unit order, as ``schema``."""
+    tables = []
+    for part in success.parts:
+        with store.open(part) as handle:
+            tables.append(pq.read_table(handle).cast(schema))
+    return pa.concat_tables(tables) if tables else schema.empty_table()

@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from fm_assets.engine import layout
-from fm_assets.engine.aux_output import AUX_OUTPUTS, run_aux_units
+from fm_assets.engine.aux_output import AUX_OUTPUTS, read_aux_table, run_aux_units
 from fm_assets.engine.kinds.removal import RemovalDecision
 from fm_assets.engine.kinds.spark_removal import SparkRemovalStage
 from fm_assets.engine.records import PriorOutput, UnitMarker
@@ -103,7 +103,7 @@ class NearDedupStage(SparkRemovalStage):
             output_schema=sig.SIGNATURES_SCHEMA,
         )
         aux.append(done.prefix)
-        return sig.read_signatures(ctx.store, list(done.parts))
+        return read_aux_table(ctx.store, done, sig.SIGNATURES_SCHEMA)
 
     def complete(
         self, ctx: StageContext, prepared: RemovalDecision, output_prefix: str, markers: list[UnitMarker]

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from fm_assets.engine import layout
-from fm_assets.engine.aux_output import run_aux_units
+from fm_assets.engine.aux_output import read_aux_table, run_aux_units
 from fm_assets.engine.kinds.removal import RemovalDecision, Removals, RemovalStage
 from fm_assets.engine.layout import AUX_OUTPUTS
 from fm_assets.engine.records import PriorOutput, UnitMarker
@@ -114,8 +114,7 @@ class ExactDedupStage(RemovalStage):
             process=DedupKeyUnits(ctx.store, key, schema, self.batch_rows),
             output_schema=schema,
         )
-        tables = [pq.read_table(handle) for handle in map(ctx.store.open, done.parts)]
-        return (pa.concat_tables(tables).cast(schema) if tables else schema.empty_table()), done.prefix
+        return read_aux_table(ctx.store, done, schema), done.prefix
 
     def complete(
         self, ctx: StageContext, prepared: RemovalDecision, output_prefix: str, markers: list[UnitMarker]

@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from fm_assets.engine.stage import UnitResult, WorkUnit
 from fm_assets.engine.store import ObjectStore
@@ -53,12 +52,3 @@ class SignatureUnits:
                 table = pa.Table.from_batches([batch]).select(list(SIG_COLUMNS[:-1]))  # no text
                 writer.write_table(table.cast(SIGNATURES_SCHEMA))
         return UnitResult(records_in=records)
-
-
-def read_signatures(store: ObjectStore, parts: list[str]) -> pa.Table:
-    """The units' signature files concatenated in part order."""
-    tables = []
-    for rel in parts:
-        with store.local_copy(rel) as path:
-            tables.append(pq.read_table(path).cast(SIGNATURES_SCHEMA))
-    return pa.concat_tables(tables) if tables else SIGNATURES_SCHEMA.empty_table()
