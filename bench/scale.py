@@ -104,8 +104,11 @@ def optional_parts() -> tuple[dict[str, str], list[str]]:
 
 
 def fm_env(root: Path, tokenizer: Path, workers: int) -> dict[str, str]:
+    # Python's bytecode cache on, as on a default install: a host that sets PYTHONDONTWRITEBYTECODE would
+    # otherwise recompile the project's ~200 modules (they are not installed as compiled files) in every run
+    inherited = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     return {
-        **os.environ,
+        **inherited,
         **optional_parts()[0],
         "FM_ROOT": str(root),
         "DAGSTER_HOME": str(root / "dagster_home"),

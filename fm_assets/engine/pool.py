@@ -72,6 +72,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn, Protocol
 
+from fm_assets.engine.collector import tune_for_batch_work
 from fm_assets.engine.records import UnitMarker
 from fm_assets.engine.stage import WorkUnit
 
@@ -323,8 +324,9 @@ def load_job(key: str, read: Callable[[], bytes], *, apply_env: bool) -> UnitJob
 
 
 def _worker_init() -> None:
-    """In each pool worker: leave Ctrl-C to the parent; die with the parent."""
+    """In each pool worker: leave Ctrl-C to the parent; die with the parent; rarer collections."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    tune_for_batch_work()
     parent = multiprocessing.parent_process()
     if parent is None:
         return
