@@ -6,7 +6,9 @@
 A root is warmed first (one batch of ``--warm-docs`` held-out documents landed and run: tokenizer pinned,
 side inputs built, Dagster instance created), then ``--reps`` batches of ``--docs`` other documents are
 each landed and run (``fm run <batch>``: the batch's stages, then the release, the card and the views),
-each a fresh ``fm run`` process, the way the landing sensor runs a new batch. Per run it reports the wall,
+each a fresh ``fm run`` process, the way the landing sensor runs a new batch. Then ``--backfill-batches``
+batches are landed and run by one ``fm run`` (one process, one release, as a backfill runs them):
+``backfill.fixed_s_per_batch`` is what each of them paid outside unit work. Per run it reports the wall,
 the sum of the batch's stage walls and unit seconds (from its refs and ``_SUCCESS.json``), and:
 
 * ``fixed_s``: wall minus the stages' unit seconds: everything the run pays that is not unit work
@@ -107,18 +109,18 @@ def timeline(env: dict[str, str], started: float, ended: float, stage_wall: floa
     }
 
 
-def measured_run(root: Path, env: dict[str, str], batch: str, profile: Path | None) -> dict:
-    """One ``fm run <batch>``: wall, CPU, the batch's stage split and the run's timeline."""
+def measured_run(root: Path, env: dict[str, str], batches: list[str], profile: Path | None) -> dict:
+    """One ``fm run <batches>``: wall, CPU, the batches' stage split and (one batch) the run's timeline."""
     command = [PYTHON, "-m", "cProfile", "-o", str(profile), *FM[1:]] if profile else FM
     cpu_before = child_cpu()
     started_at = time.time()
     started = time.perf_counter()
-    proc = subprocess.run([*command, "run", batch], env=env, capture_output=True, text=True)
+    proc = subprocess.run([*command, "run", *batches], env=env, capture_output=True, text=True)
     wall = time.perf_counter() - started
     ended_at = time.time()
     if proc.returncode != 0:
         raise RuntimeError(f"fm run failed:\n{proc.stderr[-3000:]}")
-    split = stage_split(root, only=(batch,))
+    split = stage_split(root, only=tuple(batches))
     stage_wall = sum(row["wall_s"] for row in split.values())
     unit_s = sum(row["unit_s"] for row in split.values())
     driver_s = sum(row["driver_s"] for row in split.values())
@@ -130,7 +132,7 @@ def measured_run(root: Path, env: dict[str, str], batch: str, profile: Path | No
         "driver_s": round(driver_s, 3),
         "outside_stages_s": round(max(0.0, wall - stage_wall), 3),
         "fixed_s": round(max(0.0, wall - unit_s), 3),
-        "timeline": timeline(env, started_at, ended_at, stage_wall),
+        "timeline": timeline(env, started_at, ended_at, stage_wall) if len(batches) == 1 else None,
         "per_stage": {
             stage: {key: row[key] for key in ("wall_s", "driver_s", "unit_s", "units")}
             for stage, row in split.items()
@@ -146,6 +148,12 @@ def main() -> None:
     parser.add_argument("--warm-docs", type=int, default=300, help="documents of the warm-up batch")
     parser.add_argument("--reps", type=int, default=3, help="measured batches (one fm run each)")
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument(
+        "--backfill-batches",
+        type=int,
+        default=4,
+        help="then land this many batches and run them in one fm run (one release): fixed seconds per batch",
+    )
     parser.add_argument("--profile", action="store_true", help="run the measured runs under cProfile")
     parser.add_argument(
         "--packages", default=",".join(HELD_OUT), help="Debian documentation packages to read"
@@ -155,7 +163,7 @@ def main() -> None:
     workdir.mkdir(parents=True, exist_ok=True)
 
     docs = load_docs(workdir, None, tuple(p for p in args.packages.split(",") if p))
-    needed = args.warm_docs + args.docs * args.reps
+    needed = args.warm_docs + args.docs * (args.reps + args.backfill_batches)
     if len(docs) < needed:
         raise SystemExit(
             f"fixed_costs: {len(docs)} documents, {needed} needed (--warm-docs + --docs x --reps)"
@@ -175,8 +183,19 @@ def main() -> None:
         write_corpus(corpus, docs[start : start + args.docs])
         batch = land(root, corpus, f"batch-{rep}", env)
         profile = workdir / f"fixed_costs-{rep}.prof" if args.profile else None
-        runs.append(measured_run(root, env, batch, profile))
+        runs.append(measured_run(root, env, [batch], profile))
     fixed = [run["fixed_s"] for run in runs]
+    backfill = None
+    if args.backfill_batches:
+        batches = []
+        for index in range(args.backfill_batches):
+            start = args.warm_docs + (args.reps + index) * args.docs
+            corpus = workdir / "corpora" / f"backfill-{index}.jsonl"
+            write_corpus(corpus, docs[start : start + args.docs])
+            batches.append(land(root, corpus, f"backfill-{index}", env))
+        backfill = measured_run(root, env, batches, None)
+        backfill["fixed_s_per_batch"] = round(backfill["fixed_s"] / len(batches), 3)
+        backfill["batches"] = len(batches)
     result = {
         "load": os.getloadavg(),
         "notes": optional_parts()[1]
@@ -187,6 +206,7 @@ def main() -> None:
         "runs": runs,
         "fixed_s": {"min": min(fixed), "median": round(statistics.median(fixed), 3), "max": max(fixed)},
         "outside_stages_s_median": round(statistics.median(run["outside_stages_s"] for run in runs), 3),
+        "backfill": backfill,
         "target": f"fixed_s <= {TARGET_FIXED_S}",
         "met": statistics.median(fixed) <= TARGET_FIXED_S,
     }

@@ -5,7 +5,7 @@ and this stage only reads the pin. That hash is an input of the stage key, so a 
 tokenize and everything after it, nothing before it. The file is parsed once per partition.
 
 Encoding runs on the fastest backend that gives the pinned tokenizer's HF ids exactly
-(``transforms.tokens.encoder.build_encoder``, chosen once per partition in ``prepare``): fastokens,
+(``transforms.tokens.encoder.build_encoder``, chosen once per process and tokenizer in ``prepare``): fastokens,
 gigatoken or tiktoken where they reproduce the tokenizer.json, HF ``tokenizers`` otherwise. The ids are the
 same by contract, so the backend is not in the stage key; it is recorded per unit (``extra["encoder"]``) and
 in the artifacts, and the blocking ``hf_reencode_sample`` check re-encodes a deterministic sample of every
@@ -29,7 +29,7 @@ from fm_assets.engine.records import StageSuccess, UnitMarker
 from fm_assets.engine.stage import SideInputs, Stage, StageContext, UnitContext, UnitResult, WorkUnit
 from fm_assets.engine.store import ObjectStore, iter_parquet_batches
 from fm_assets.side_inputs.tokenizer import PinnedTokenizer, TokenizerRegistry, pinned_tokenizer
-from fm_assets.transforms.tokens.encoder import EncoderChoice, HFEncoder, build_encoder
+from fm_assets.transforms.tokens.encoder import EncoderChoice, HFEncoder, encoder_for
 from fm_assets.transforms.tokens.flat import Flat, append_token, doc, select_docs
 from fm_assets.transforms.tokens.schemas import PROVENANCE_FIELDS, TOKENS_SCHEMA, token_list_array
 
@@ -151,7 +151,7 @@ class TokenizeStage(Stage):
 
     def prepare(self, ctx: StageContext, units: list[WorkUnit], output_prefix: str) -> EncoderChoice:
         pinned: PinnedTokenizer = ctx.side.data
-        return build_encoder(pinned.tokenizer)
+        return encoder_for(pinned.sha256, pinned.tokenizer)
 
     def process(self, unit: UnitContext) -> UnitResult:
         pinned: PinnedTokenizer = unit.partition.side.data

@@ -280,3 +280,22 @@ def test_flat_helpers():
     assert len(empty[0]) == 0 and empty[1].tolist() == [0]
     assert first_difference(flat, flat_from_lists([[5, 6, 7], [], [9]])) == 2
     assert first_difference(flat, flat_from_lists([[5, 6, 7], []])) == 0
+
+
+def test_encoder_for_chooses_once_per_tokenizer_and_process(monkeypatch, tokenizer_file):
+    from fm_assets.transforms.tokens import encoder as encoder_module
+
+    built: list[Tokenizer] = []
+
+    def counting(tokenizer: Tokenizer, preference: Sequence[str] = (HF,)):
+        built.append(tokenizer)
+        return build_encoder(tokenizer, (HF,))
+
+    monkeypatch.setattr(encoder_module, "build_encoder", counting)
+    monkeypatch.setattr(encoder_module, "_CHOICES", {})
+    tokenizer = Tokenizer.from_file(str(tokenizer_file))
+    first = encoder_module.encoder_for("sha-a", tokenizer)
+    assert encoder_module.encoder_for("sha-a", tokenizer) is first  # a later stage run reuses the choice
+    assert len(built) == 1
+    encoder_module.encoder_for("sha-b", tokenizer)  # another tokenizer.json is chosen for on its own
+    assert len(built) == 2

@@ -96,7 +96,9 @@ def test_fast_encoder_writes_the_hf_output_and_the_check_passes(tmp_path, monkey
     assert fast.success.artifacts["encoder"]["units"] == {backend: UNITS}
     assert fast.success.rejects_by_reason == {"empty_after_tokenize": 2}
 
-    monkeypatch.setattr(tokenize_module, "build_encoder", lambda tokenizer: build_encoder(tokenizer, (HF,)))
+    monkeypatch.setattr(
+        tokenize_module, "encoder_for", lambda sha256, tokenizer: build_encoder(tokenizer, (HF,))
+    )
     hf_store, hf = tokenize(tmp_path / "hf", texts, tokenizer_file)
     assert hf.success.artifacts["encoder"]["backend"] == HF
     assert hf.key == fast.key  # the backend is not in the key ...
@@ -130,8 +132,8 @@ class OffByOneOnLongest:
 def test_check_fails_when_the_encoder_differs_from_hf(tmp_path, monkeypatch, texts, tokenizer_file):
     monkeypatch.setattr(
         tokenize_module,
-        "build_encoder",
-        lambda tokenizer: EncoderChoice(OffByOneOnLongest(tokenizer), "test"),
+        "encoder_for",
+        lambda sha256, tokenizer: EncoderChoice(OffByOneOnLongest(tokenizer), "test"),
     )
     # workers=1: the units run in this process, where the test's encoder class is importable
     store, outcome = tokenize(tmp_path / "root", texts, tokenizer_file, workers=1)

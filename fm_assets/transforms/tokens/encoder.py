@@ -38,7 +38,16 @@ HF = "hf"
 # bounded, it needs no other package and it runs any Split regex through a real regex engine.
 PREFERENCE: tuple[str, ...] = ("fastokens", "gigatoken", "tiktoken", HF)
 
-__all__ = ["BACKENDS", "HF", "PREFERENCE", "EncoderChoice", "HFEncoder", "TokenEncoder", "build_encoder"]
+__all__ = [
+    "BACKENDS",
+    "HF",
+    "PREFERENCE",
+    "EncoderChoice",
+    "HFEncoder",
+    "TokenEncoder",
+    "build_encoder",
+    "encoder_for",
+]
 
 
 class HFEncoder:
@@ -138,6 +147,18 @@ def build_encoder(tokenizer: Tokenizer, preference: Sequence[str] = PREFERENCE) 
     reason = "no faster backend reproduces this tokenizer" if rejected else "HF preferred"
     choice = EncoderChoice(reference, reason, rejected)
     _log(choice)
+    return choice
+
+
+_CHOICES: dict[str, EncoderChoice] = {}  # tokenizer.json sha256 -> this process's choice
+
+
+def encoder_for(tokenizer_sha256: str, tokenizer: Tokenizer) -> EncoderChoice:
+    """``build_encoder``'s choice for the tokenizer whose tokenizer.json has this sha256, chosen once per process:
+    the choice and its self-test cost ~0.1-0.2 s, which a run of many batches paid in every tokenize stage."""
+    choice = _CHOICES.get(tokenizer_sha256)
+    if choice is None:
+        choice = _CHOICES[tokenizer_sha256] = build_encoder(tokenizer)
     return choice
 
 
