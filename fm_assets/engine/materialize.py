@@ -6,7 +6,8 @@ output (``refs.write_ref``, with the wall time) and clears an earlier failure re
 leaves its ``failures/<stage>/<batch>.json`` record (``refs.record_failure``: the release holds the batch
 back until it passes) and the error propagates. ``EarlierBatchPending`` is not a failure: it propagates
 without a record, for the caller to wait and retry. Then the stage's checks are evaluated (stored next to
-the output; a cache hit re-reports them) and returned with the outcome.
+the output; a cache hit re-reports them) and returned with the outcome; a check's per-part work runs on the
+stage's worker pool.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 
 from fm_assets.engine import progress
 from fm_assets.engine.checks import CheckOutcome, evaluate_checks
+from fm_assets.engine.pool import resolve_workers, spread_over
 from fm_assets.engine.refs import EarlierBatchPending, clear_failure, record_failure, write_ref
 from fm_assets.engine.run import StageOutcome, run_stage
 from fm_assets.engine.stage import Stage, StageContext
@@ -51,4 +53,9 @@ def materialize(stage: Stage, ctx: StageContext) -> Materialization:
         batch,
         {"cache_hit": outcome.cache_hit, "wall_seconds": wall, **outcome.success.counts.to_json()},
     )
-    return Materialization(outcome, wall, evaluate_checks(stage, store, outcome.success))
+    # checks that read every part (decontaminate's re-scan, tokenize's HF re-encode) spread over the
+    # stage's local workers (engine.pool.map_on_workers) instead of running serially in this process
+    local = ctx.settings.unit_executor == "local"
+    with spread_over(resolve_workers(ctx.settings.workers) if local else 1):
+        checks = evaluate_checks(stage, store, outcome.success)
+    return Materialization(outcome, wall, checks)

@@ -68,9 +68,10 @@ import traceback
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn, Protocol
+from typing import Any, NoReturn, Protocol, TypeVar
 
 from fm_assets.engine.collector import tune_for_batch_work
 from fm_assets.engine.records import UnitMarker
@@ -436,6 +437,41 @@ def shutdown_pools() -> None:
         pools = [_POOLS.pop(n) for n, p in list(_POOLS.items()) if p.users == 0]
     for pool in pools:
         pool.executor.shutdown(wait=True)
+
+
+T = TypeVar("T")
+R = TypeVar("R")
+_MAP_WORKERS: ContextVar[int] = ContextVar("fm_map_workers", default=1)
+
+
+@contextlib.contextmanager
+def spread_over(workers: int) -> Iterator[None]:
+    """Let ``map_on_workers`` calls in this block use the shared pool of ``workers`` processes (a stage's
+    checks run after its units, on the same pool)."""
+    token = _MAP_WORKERS.set(workers)
+    try:
+        yield
+    finally:
+        _MAP_WORKERS.reset(token)
+
+
+def map_on_workers(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+    """``fn`` over ``items``, results in item order: on the shared worker pool inside ``spread_over(n)`` with
+    n >= 2, else in this process. ``fn`` is a module-level function and the items pickle; the first
+    exception is raised here after the calls already running have finished, the rest are cancelled."""
+    workers = _MAP_WORKERS.get()
+    if workers < 2 or len(items) < 2 or can_start_processes() is not None:
+        return [fn(item) for item in items]
+    with shared_pool(workers) as pool:
+        futures = [pool.executor.submit(fn, item) for item in items]
+        try:
+            return [future.result() for future in futures]
+        except cf.process.BrokenProcessPool:
+            pool.broken = True
+            raise
+        finally:
+            for future in futures:
+                future.cancel()
 
 
 def run_on_processes(

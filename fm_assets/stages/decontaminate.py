@@ -14,9 +14,10 @@ import pyarrow.parquet as pq
 
 from fm_assets.engine.checks import CheckOutcome, StageCheck
 from fm_assets.engine.kinds.record import RecordStage
+from fm_assets.engine.pool import map_on_workers
 from fm_assets.engine.records import StageSuccess, UnitMarker
 from fm_assets.engine.stage import SideInputs, StageContext
-from fm_assets.engine.store import iter_parquet_batches
+from fm_assets.engine.store import ObjectStore, iter_parquet_batches
 from fm_assets.engine.verdict import KEEP, Verdict
 from fm_assets.side_inputs.eval_registry import EvalRegistry
 from fm_assets.transforms.text.decontam import BenchmarkIndex
@@ -28,16 +29,34 @@ REMOVED_PREFIX = "eval_removed:"  # + benchmark name: documents removed that ove
 CHECK_SAMPLE_PER_PART = 256  # kept documents re-scanned per part by the check (the stage scanned them all)
 
 
+def rescan_part_sample(task: tuple[ObjectStore, str, dict[str, Any] | str | None, int]) -> tuple[int, int]:
+    """(documents re-scanned, documents still matching) of one written part's evenly spread sample."""
+    store, part, registry_spec, min_matches = task
+    index = EvalRegistry.from_spec(registry_spec).index(store)
+    with store.open(part) as handle:
+        rows = pq.ParquetFile(handle).metadata.num_rows
+    step = max(1, rows // CHECK_SAMPLE_PER_PART)
+    leaked = scanned = position = 0
+    for record_batch in iter_parquet_batches(store, part, columns=["text"]):
+        texts = record_batch["text"].to_pylist()
+        for offset in range((-position) % step, len(texts), step):
+            scanned += 1
+            leaked += index.check(texts[offset])[0] >= min_matches
+        position += len(texts)
+    return scanned, leaked
+
+
 def check_no_contamination(store, success: StageSuccess, stage: Any) -> CheckOutcome:
     """Independent re-scan of a deterministic sample of kept documents (blocking: leakage must not reach shards).
 
     The stage already scanned every document; the check re-reads what was written (up to
-    ``CHECK_SAMPLE_PER_PART`` documents per part, spread evenly) with a freshly loaded index instead of scanning
-    the whole output a second time, and requires the stage's own count of kept matches to be zero.
+    ``CHECK_SAMPLE_PER_PART`` documents per part, spread evenly; the parts spread over the stage's workers)
+    and requires the stage's own count of kept matches to be zero.
     """
     if not success.config["enabled"]:
         return CheckOutcome(True, {"enabled": False}, "decontamination disabled by configuration")
-    index = EvalRegistry.from_spec(success.artifacts.get("eval_registry")).index(store)
+    registry_spec = success.artifacts.get("eval_registry")
+    index = EvalRegistry.from_spec(registry_spec).index(store)
     if index.fingerprint() != success.inputs.get("eval_index"):
         return CheckOutcome(
             False,
@@ -45,18 +64,10 @@ def check_no_contamination(store, success: StageSuccess, stage: Any) -> CheckOut
             "the eval registry changed since this output was made; re-materialize decontaminate",
         )
     min_matches = success.config["min_matches"]
-    leaked = scanned = 0
-    for part in success.parts:
-        with store.open(part) as handle:
-            rows = pq.ParquetFile(handle).metadata.num_rows
-        step = max(1, rows // CHECK_SAMPLE_PER_PART)
-        position = 0
-        for record_batch in iter_parquet_batches(store, part, columns=["text"]):
-            texts = record_batch["text"].to_pylist()
-            for offset in range((-position) % step, len(texts), step):
-                scanned += 1
-                leaked += index.check(texts[offset])[0] >= min_matches
-            position += len(texts)
+    tasks = [(store, part, registry_spec, min_matches) for part in success.parts]
+    results = map_on_workers(rescan_part_sample, tasks)
+    scanned = sum(count for count, _ in results)
+    leaked = sum(matches for _, matches in results)
     removed = success.rejects_by_reason.get("eval_contamination", 0)
     stage_scanned = success.extra.get("eval_scanned_docs", 0)
     return CheckOutcome(

@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 
 from fm_assets.engine import layout
 from fm_assets.engine.checks import CheckOutcome, StageCheck
+from fm_assets.engine.pool import map_on_workers
 from fm_assets.engine.records import StageSuccess, UnitMarker
 from fm_assets.engine.stage import SideInputs, Stage, StageContext, UnitContext, UnitResult, WorkUnit
 from fm_assets.engine.store import ObjectStore, iter_parquet_batches
@@ -76,43 +77,59 @@ def _unit_sample(
     return stored, texts, str(marker.extra.get("encoder", "unrecorded"))
 
 
+_REFERENCES: dict[str, HFEncoder] = {}  # tokenizer sha256 -> HF encoder loaded afresh from the registry
+
+
+def _reference(store: ObjectStore, sha256: str) -> HFEncoder:
+    if sha256 not in _REFERENCES:  # once per process (the check's units spread over the stage's workers)
+        _REFERENCES[sha256] = HFEncoder(TokenizerRegistry(store).get(sha256).tokenizer)
+    return _REFERENCES[sha256]
+
+
+def reencode_unit_sample(task: tuple[ObjectStore, StageSuccess, str]) -> dict[str, Any]:
+    """One unit's share of ``hf_reencode_sample``: its sampled documents re-encoded with HF and compared."""
+    store, success, unit = task
+    reference = _reference(store, success.inputs["tokenizer"])
+    eos = success.config["eos_id"] if success.config.get("add_eos") else None
+    stored, texts, encoder = _unit_sample(store, success, unit)
+    doc_ids = [doc_id for doc_id in stored if doc_id in texts]
+    expected: Flat = reference.encode_flat([texts[doc_id] for doc_id in doc_ids])
+    if eos is not None:
+        expected = append_token(expected, eos)
+    mismatched = 0
+    first: dict[str, Any] | None = None
+    for i, doc_id in enumerate(doc_ids):
+        want, got = doc(expected, i), stored[doc_id]
+        if np.array_equal(want, got):
+            continue
+        mismatched += 1
+        if first is None:
+            n = min(len(want), len(got))
+            at = int(np.flatnonzero(want[:n] != got[:n])[0]) if np.any(want[:n] != got[:n]) else n
+            first = {"unit": unit, "doc_id": doc_id, "encoder": encoder, "token_index": at,
+                     "hf_tokens": len(want), "stored_tokens": len(got)}  # fmt: skip
+    return {"sampled": len(doc_ids), "mismatched": mismatched, "missing": len(stored) - len(doc_ids),
+            "first": first, "encoder": encoder}  # fmt: skip
+
+
 def check_hf_reencode_sample(store: ObjectStore, success: StageSuccess, stage: Any) -> CheckOutcome:
     """Re-encode a deterministic sample of every unit with HF ``tokenizers``; any difference fails.
 
-    Per unit: ``CHECK_SAMPLE_PER_UNIT`` evenly spaced documents and the unit's longest one, their texts read
-    from the upstream parts the unit marker names, encoded with the pinned tokenizer loaded afresh from the
-    registry (EOS appended as the stage does) and compared with the ids the stage wrote.
+    Per unit (the units spread over the stage's workers): ``CHECK_SAMPLE_PER_UNIT`` evenly spaced documents
+    and the unit's longest one, their texts read from the upstream parts the unit marker names, encoded with
+    the pinned tokenizer loaded from the registry (EOS appended as the stage does) and compared with the ids
+    the stage wrote.
     """
-    pinned = TokenizerRegistry(store).get(success.inputs["tokenizer"])
-    reference = HFEncoder(pinned.tokenizer)
-    eos = success.config["eos_id"] if success.config.get("add_eos") else None
-    sampled = mismatched = missing = 0
-    first: dict[str, Any] | None = None
-    encoders: Counter[str] = Counter()
-    for unit in success.units:
-        stored, texts, encoder = _unit_sample(store, success, unit)
-        encoders[encoder] += 1
-        doc_ids = [doc_id for doc_id in stored if doc_id in texts]
-        missing += len(stored) - len(doc_ids)
-        expected: Flat = reference.encode_flat([texts[doc_id] for doc_id in doc_ids])
-        if eos is not None:
-            expected = append_token(expected, eos)
-        for i, doc_id in enumerate(doc_ids):
-            sampled += 1
-            want, got = doc(expected, i), stored[doc_id]
-            if np.array_equal(want, got):
-                continue
-            mismatched += 1
-            if first is None:
-                n = min(len(want), len(got))
-                at = int(np.flatnonzero(want[:n] != got[:n])[0]) if np.any(want[:n] != got[:n]) else n
-                first = {"unit": unit, "doc_id": doc_id, "encoder": encoder, "token_index": at,
-                         "hf_tokens": len(want), "stored_tokens": len(got)}  # fmt: skip
+    results = map_on_workers(reencode_unit_sample, [(store, success, unit) for unit in success.units])
+    encoders = Counter(result["encoder"] for result in results)
+    mismatched = sum(result["mismatched"] for result in results)
+    missing = sum(result["missing"] for result in results)
+    first = next((result["first"] for result in results if result["first"] is not None), None)
     return CheckOutcome(
         mismatched == 0 and missing == 0,
         {
             "units": len(success.units),
-            "sampled_docs": sampled,
+            "sampled_docs": sum(result["sampled"] for result in results),
             "mismatched_docs": mismatched,
             "texts_not_found_upstream": missing,
             "encoders_by_unit": dict(sorted(encoders.items())),

@@ -256,3 +256,8 @@ class ModulesJob:
     def compute(self, unit: WorkUnit, *, commit: bool) -> UnitMarker:
         loaded = [name for name in (*HEAVY_MODULES, "colorsys") if name in sys.modules]
         return empty_marker(unit, inputs=[], extra={"pid": os.getpid(), "loaded": loaded})
+
+
+def pid_and_square(value: int) -> tuple[int, int]:
+    """(this process's id, value squared): which process ran a ``map_on_workers`` item, and its result."""
+    return os.getpid(), value * value

@@ -29,6 +29,7 @@ from pool_helpers import (
     committed_units,
     fingerprint,
     land_sample,
+    pid_and_square,
     run_chain,
     run_one,
     settings,
@@ -42,8 +43,10 @@ from fm_assets.engine.pool import (
     WorkerLostError,
     cgroup_cpu_quota,
     dump_job,
+    map_on_workers,
     resolve_workers,
     run_on_processes,
+    spread_over,
 )
 from fm_assets.engine.records import UnitMarker
 from fm_assets.engine.run import (
@@ -411,3 +414,15 @@ def test_kill_minus_nine_of_the_parent_stops_its_workers_and_resume_skips_commit
     assert resumed.units_computed == len(clean_filter["markers"]) - len(committed)
     after = fingerprint(store, "filter")
     assert after["data_version"] == clean_filter["data_version"] and after["files"] == clean_filter["files"]
+
+
+def test_map_on_workers_runs_on_the_pool_only_inside_spread_over_and_keeps_item_order() -> None:
+    items = list(range(12))
+    in_process = map_on_workers(pid_and_square, items)
+    assert {pid for pid, _ in in_process} == {os.getpid()}
+    with spread_over(2):
+        spread = map_on_workers(pid_and_square, items)
+    assert [square for _, square in spread] == [i * i for i in items] == [square for _, square in in_process]
+    assert os.getpid() not in {pid for pid, _ in spread}
+    with spread_over(1):
+        assert {pid for pid, _ in map_on_workers(pid_and_square, items)} == {os.getpid()}

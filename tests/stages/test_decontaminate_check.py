@@ -5,6 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from fm_assets.engine.pool import spread_over
 from fm_assets.engine.records import Counts, StageSuccess
 from fm_assets.engine.schemas import DOC_SCHEMA
 from fm_assets.engine.store import ObjectStore
@@ -21,19 +22,20 @@ def doc(i: int, text: str) -> dict:
     }  # fmt: skip
 
 
-def output_with(store: ObjectStore, texts: list[str], scanned: int | None = None) -> StageSuccess:
-    rel = "stages/decontaminate/b/k/part-u0.parquet"
-    store.local_path(rel).parent.mkdir(parents=True)
-    pq.write_table(
-        pa.Table.from_pylist([doc(i, t) for i, t in enumerate(texts)], schema=DOC_SCHEMA),
-        store.local_path(rel),
-    )
+def output_with(
+    store: ObjectStore, texts: list[str], scanned: int | None = None, parts: int = 1
+) -> StageSuccess:
+    rels = [f"stages/decontaminate/b/k/part-u{p}.parquet" for p in range(parts)]
+    store.local_path(rels[0]).parent.mkdir(parents=True)
+    for p, rel in enumerate(rels):  # documents dealt round-robin over the parts
+        rows = [doc(i, t) for i, t in enumerate(texts) if i % parts == p]
+        pq.write_table(pa.Table.from_pylist(rows, schema=DOC_SCHEMA), store.local_path(rel))
     n = len(texts)
     return StageSuccess(
         stage="decontaminate", batch="b", key="k", prefix="stages/decontaminate/b/k", code_version="v",
         config={"enabled": True, "min_matches": 1},
         inputs={"eval_index": EvalRegistry().index().fingerprint()}, data_version="x", units=["u0"],
-        parts=[rel], rejects=[], counts=Counts(n, n, 0, n, 0), rejects_by_reason={},
+        parts=rels, rejects=[], counts=Counts(n, n, 0, n, 0), rejects_by_reason={},
         extra={"eval_scanned_docs": n if scanned is None else scanned}, artifacts={"eval_registry": EvalRegistry().spec()},
         units_computed=1, units_skipped=0, seconds=0.0,
     )  # fmt: skip
@@ -59,3 +61,15 @@ def test_documents_the_stage_did_not_scan_fail(tmp_path):
     store = ObjectStore(str(tmp_path))
     outcome = check_no_contamination(store, output_with(store, [CLEAN] * 3, scanned=2), STAGE)
     assert not outcome.passed
+
+
+def test_parts_rescanned_on_two_workers_give_the_in_process_outcome(tmp_path):
+    store = ObjectStore(str(tmp_path))
+    leaked = load_eval_texts()[0]["text"]
+    success = output_with(store, [CLEAN] * 7 + [leaked] + [CLEAN] * 4, parts=3)
+    in_process = check_no_contamination(store, success, STAGE)
+    with spread_over(2):
+        on_workers = check_no_contamination(store, success, STAGE)
+    assert not in_process.passed and in_process.metadata["contaminated_in_sample"] == 1
+    assert in_process.metadata["sample_rescanned"] == 12
+    assert on_workers == in_process
