@@ -41,8 +41,11 @@ def ngram_hashes(text: str, n: int) -> np.ndarray:
     words = tokenize(text)
     if len(words) < n:
         return np.empty(0, dtype=np.uint64)
-    vocab = {w: xxhash.xxh3_64_intdigest(w.encode("utf-8")) for w in set(words)}
-    word_hashes = np.fromiter((vocab[w] for w in words), dtype=np.uint64, count=len(words))
+    distinct = set(words)
+    vocab = dict(
+        zip(distinct, map(xxhash.xxh3_64_intdigest, map(str.encode, distinct)), strict=True)
+    )  # UTF-8
+    word_hashes = np.fromiter(map(vocab.__getitem__, words), dtype=np.uint64, count=len(words))
     count = len(words) - n + 1
     keys = np.zeros(count, dtype=np.uint64)
     with np.errstate(over="ignore"):

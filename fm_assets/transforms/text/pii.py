@@ -1,4 +1,4 @@
-"""PII detection: find likely personal data by kind, with character spans (what the PII policy redacts).
+r"""PII detection: find likely personal data by kind, with character spans (what the PII policy redacts).
 
 Kinds: ``email``, ``phone``, ``ipv4``, ``ipv6``, ``credit_card`` (Luhn + issuer prefix), ``iban``
 (country length + ISO 7064 mod-97), ``us_ssn``.
@@ -17,6 +17,17 @@ False positives on technical documentation are kept low on purpose:
   *.localhost) are placeholders and do not count.
 - Phone numbers need a phone shape (leading ``+``, a parenthesised area code, or the 3-3-4 NANP
   grouping) and 10-15 digits, so dates, ISO timestamps and version strings do not match.
+
+Speed: every pattern begins by consuming one character of a small set (a digit, ``[+(\d]``, an
+upper-case letter, a hex digit or colon) and only then checks what precedes it, with a lookbehind that
+spans that character: ``\d(?<![\w.]\d)`` instead of ``(?<![\w.])\d``. Both accept exactly the same
+strings, but a pattern that starts with a character set lets ``re`` jump from one candidate character to
+the next, where one that starts with a lookbehind is tried at every position of the document (three
+times the CPU on real text). Most kinds also have gates: short patterns that start with a literal (which
+``re`` finds with a fast scan), at least one of which occurs inside every match of the kind's pattern
+(every IPv4 match holds ``.d.d.``, every SSN ``-dd-``). A document with no gate cannot match, so the full
+pattern only runs on the few that have one. ``tests/transforms/text/test_pii_patterns.py`` holds each
+pattern to its plain lookbehind-first form and checks that every match contains a gate.
 """
 
 from __future__ import annotations
@@ -27,19 +38,24 @@ import re
 PII_KINDS = ("email", "phone", "ipv4", "ipv6", "credit_card", "iban", "us_ssn")
 
 _EMAIL = re.compile(
-    r"(?<![\w.+-])[A-Za-z0-9][A-Za-z0-9._%+-]{0,63}@((?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,24})\b"
+    r"[A-Za-z0-9](?<![\w.+-][A-Za-z0-9])[A-Za-z0-9._%+-]{0,63}@((?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,24})\b"
 )
 _RESERVED_EMAIL_DOMAIN = re.compile(
     r"(^|\.)(example\.(com|org|net|edu)|example|test|invalid|localhost|local|localdomain)$", re.IGNORECASE
 )
 
-_IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w]|\.\d)")
+_IPV4 = re.compile(r"\d(?<![\w.]\d)\d{0,2}\.(?:\d{1,3}\.){2}\d{1,3}(?![\w]|\.\d)")
 _VERSION_CONTEXT = re.compile(
     r"(?:\bversions?|\breleases?|\bkernel|\blinux|\bpython|\bpackage|\bupgrade|\bupdate|\bbuild|"
     r"\bv|\bver|\bpatch|\bfirmware)[\s:=_-]*\(?$",
     re.IGNORECASE,
 )
-_IPV6_CANDIDATE = re.compile(r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![\w:.])")
+# (?:[hex]{0,4}:){2,7}[hex]{0,4} with its first character taken first: a colon ends the first group,
+# a hex digit starts it (a run that starts with a hex digit cannot be empty).
+_IPV6_CANDIDATE = re.compile(
+    r"[0-9A-Fa-f:](?<![\w:.][0-9A-Fa-f:])(?:(?<=:)|(?<=[0-9A-Fa-f])[0-9A-Fa-f]{0,3}:)"
+    r"(?:[0-9A-Fa-f]{0,4}:){1,6}[0-9A-Fa-f]{0,4}(?![\w:.])"
+)
 _GLOBAL_UNICAST = ipaddress.IPv6Network("2000::/3")
 
 _PHONE = re.compile(
@@ -50,10 +66,10 @@ _PHONE = re.compile(
     r")(?![\w.-]?\d)"
 )
 
-_CARD = re.compile(r"(?<![\w.-])(?:\d[ -]?){12,18}\d(?![\w.]|-\d)")
+_CARD = re.compile(r"\d(?<![\w.-]\d)[ -]?(?:\d[ -]?){11,17}\d(?![\w.]|-\d)")
 _CARD_PREFIX = re.compile(r"^(4|5[1-5]|2[2-7]|3[47]|6(011|5|4[4-9])|35|30[0-5]|36|38)")
 
-_IBAN = re.compile(r"\b([A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?)\b")
+_IBAN = re.compile(r"([A-Z](?<!\w[A-Z])[A-Z]\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?)\b")
 # ISO 13616 lengths per country (the common SEPA + a few others).
 _IBAN_LENGTHS = {
     "AD": 24, "AT": 20, "BE": 16, "BG": 22, "CH": 21, "CY": 28, "CZ": 24, "DE": 22, "DK": 18,
@@ -63,7 +79,7 @@ _IBAN_LENGTHS = {
     "AE": 23, "BR": 29, "IL": 23, "SA": 24, "UA": 29,
 }  # fmt: skip
 
-_SSN = re.compile(r"(?<![\w-])(\d{3})-(\d{2})-(\d{4})(?![\w-])")
+_SSN = re.compile(r"(\d(?<![\w-]\d)\d\d)-(\d{2})-(\d{4})(?![\w-])")
 
 
 def luhn_valid(digits: str) -> bool:
@@ -87,14 +103,35 @@ def iban_valid(candidate: str) -> bool:
 
 Span = tuple[int, int]  # [start, end) character offsets
 
+# Per kind: every match of the kind's pattern contains a match of at least one of these.
+_GATES: dict[str, tuple[re.Pattern[str], ...]] = {
+    "email": (re.compile("@"),),
+    "ipv4": (re.compile(r"\.\d{1,3}\.\d{1,3}\."),),  # the dots after the first three octets
+    "ipv6": (re.compile(r":[0-9A-Fa-f]{0,4}:"),),  # two of the candidate's colons
+    "phone": (  # the three shapes: +33..., (555) 123-4567, 555-123-4567 / 555.123.4567
+        re.compile(r"\+\d"),
+        re.compile(r"\(\d{3}\)"),
+        re.compile(r"\.\d{3}[.-]\d"),
+        re.compile(r"-\d{3}[.-]\d"),
+    ),
+    "us_ssn": (re.compile(r"-\d\d-"),),
+}
+
+
+def _may_match(kind: str, text: str) -> bool:
+    """False when ``text`` holds none of the kind's gates: then its pattern cannot match either."""
+    return any(gate.search(text) for gate in _GATES[kind])
+
 
 def _emails(text: str) -> list[Span]:
-    if "@" not in text:  # most documents: the regex would scan every position to find nothing
+    if not _may_match("email", text):
         return []
     return [m.span() for m in _EMAIL.finditer(text) if not _RESERVED_EMAIL_DOMAIN.search(m.group(1))]
 
 
 def _ipv4s(text: str) -> list[Span]:
+    if not _may_match("ipv4", text):
+        return []
     spans = []
     for m in _IPV4.finditer(text):
         octets = m.group(0).split(".")
@@ -114,6 +151,8 @@ def _ipv4s(text: str) -> list[Span]:
 
 
 def _ipv6s(text: str) -> list[Span]:
+    if not _may_match("ipv6", text):
+        return []
     spans = []
     for m in _IPV6_CANDIDATE.finditer(text):
         candidate = m.group(0)
@@ -129,6 +168,8 @@ def _ipv6s(text: str) -> list[Span]:
 
 
 def _phones(text: str) -> list[Span]:
+    if not _may_match("phone", text):
+        return []
     return [m.span() for m in _PHONE.finditer(text) if 10 <= sum(ch.isdigit() for ch in m.group(0)) <= 15]
 
 
@@ -154,6 +195,8 @@ def _ibans(text: str) -> list[Span]:
 
 
 def _ssns(text: str) -> list[Span]:
+    if not _may_match("us_ssn", text):
+        return []
     spans = []
     for m in _SSN.finditer(text):
         area, group, serial = m.groups()

@@ -20,7 +20,11 @@ import dataclasses
 import hashlib
 import json
 import re
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -40,7 +44,10 @@ _UNSPACED_TOKEN = re.compile(rf"[{_UNSPACED_CHAR}]|[^\s{_UNSPACED_CHAR}]+")
 _UNSPACED_LETTER = re.compile(rf"[{_UNSPACED_CHAR}]")
 _LETTER = re.compile(r"[^\W\d_]")
 _BULLET_LINE = re.compile(r"^\s*([•●○◦▪▫‣⁃∙·\-*–—]|\d{1,3}[.)])\s")
-_ELLIPSIS_END = re.compile(r"(\.\.\.|…)\s*$")
+_ELLIPSIS = ("...", "…")  # a line ending in one (lines are stripped: "(\.\.\.|…)\s*$" is endswith)
+# Boilerplate patterns made of lower-case letters, digits, spaces, groups, alternatives and optional parts
+# only (no escapes, classes, anchors, lookarounds or flags): every match holds their required literal.
+_PLAIN_PATTERN = re.compile(r"(?:[a-z0-9 )|?]|\((?!\?))+")
 _ENGLISH_STOP_WORDS = frozenset({"the", "be", "to", "of", "and", "that", "have", "with"})
 
 
@@ -142,22 +149,29 @@ def _words(text: str, unspaced: bool) -> list[str]:
 _HASH_MULT = np.uint64(0x9E3779B97F4A7C15)
 
 
-def _ngram_keys(ids: np.ndarray, n: int) -> np.ndarray:
-    """One uint64 key per n-gram start (polynomial hash of word ids; collisions are negligible)."""
-    count = len(ids) - n + 1
-    keys = np.zeros(count, dtype=np.uint64)
+def _ngram_keys(ids: np.ndarray, sizes: Iterable[int]) -> dict[int, np.ndarray]:
+    """Per n in ``sizes``: one uint64 key per n-gram start, the polynomial hash of its word ids,
+    sum((ids[j + i] + 1) * M ** (n - 1 - i) for i < n) mod 2**64 (collisions are negligible); empty when
+    there are fewer than n words. The keys of n words are those of n - 1 words times M plus the next word."""
+    wanted = set(sizes)
+    found: dict[int, np.ndarray] = {n: np.empty(0, dtype=np.uint64) for n in wanted}
+    words = ids.astype(np.uint64) + np.uint64(1)
+    keys = np.zeros(len(ids) + 1, dtype=np.uint64)
     with np.errstate(over="ignore"):
-        for i in range(n):
-            keys = keys * _HASH_MULT + ids[i : i + count].astype(np.uint64) + np.uint64(1)
-    return keys
+        for n in range(1, min(max(wanted, default=0), len(ids)) + 1):
+            count = len(ids) - n + 1
+            keys = keys[:count] * _HASH_MULT + words[n - 1 : n - 1 + count]
+            if n in wanted:
+                found[n] = keys
+    return found
 
 
-def _top_ngram_char_fraction(ids: np.ndarray, lengths: np.ndarray, n: int, total_chars: int) -> float:
+def _top_ngram_char_fraction(keys: np.ndarray, lengths: np.ndarray, n: int, total_chars: int) -> float:
     """Characters of the most frequent n-gram times its count, over all word characters (Gopher). Ties go to
-    the smallest key (``np.unique``'s order), measured at that n-gram's first occurrence."""
-    if len(ids) < n or total_chars == 0:
+    the smallest key (``np.unique``'s order), measured at that n-gram's first occurrence. ``keys``: the
+    n-gram keys of the words (``_ngram_keys``), ``lengths``: their lengths."""
+    if len(keys) == 0 or total_chars == 0:
         return 0.0
-    keys = _ngram_keys(ids, n)
     ordered = np.sort(keys)  # one unstable sort: equal keys only need to be adjacent
     starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
     counts = np.diff(np.append(starts, len(ordered)))
@@ -168,11 +182,10 @@ def _top_ngram_char_fraction(ids: np.ndarray, lengths: np.ndarray, n: int, total
     return float(lengths[start : start + n].sum()) * int(counts[best]) / total_chars
 
 
-def _duplicate_ngram_char_fraction(ids: np.ndarray, lengths: np.ndarray, n: int, total_chars: int) -> float:
+def _duplicate_ngram_char_fraction(keys: np.ndarray, lengths: np.ndarray, n: int, total_chars: int) -> float:
     """Fraction of word characters covered by n-grams that occur more than once."""
-    if len(ids) < n or total_chars == 0:
+    if len(keys) == 0 or total_chars == 0:
         return 0.0
-    keys = _ngram_keys(ids, n)
     order = np.argsort(keys)  # unstable: only which keys repeat matters
     ordered = keys[order]
     same = ordered[1:] == ordered[:-1]
@@ -182,9 +195,8 @@ def _duplicate_ngram_char_fraction(ids: np.ndarray, lengths: np.ndarray, n: int,
     starts = order[repeated]
     if len(starts) == 0:
         return 0.0
-    cover = np.zeros(len(ids) + 1, dtype=np.int64)
-    np.add.at(cover, starts, 1)
-    np.add.at(cover, starts + n, -1)
+    size = len(lengths) + 1
+    cover = np.bincount(starts, minlength=size) - np.bincount(starts + n, minlength=size)
     covered = np.cumsum(cover[:-1]) > 0
     return float(lengths[covered].sum()) / total_chars
 
@@ -193,42 +205,87 @@ def _duplicate_fractions(items: list[str]) -> tuple[float, float]:
     """(fraction of items that repeat an earlier one, fraction of characters in those repeats)."""
     if not items:
         return 0.0, 0.0
-    seen: set[str] = set()
-    dup_items = dup_chars = 0
-    for item in items:
-        if item in seen:
-            dup_items += 1
-            dup_chars += len(item)
-        else:
-            seen.add(item)
-    total_chars = sum(len(item) for item in items)
-    return dup_items / len(items), (dup_chars / total_chars if total_chars else 0.0)
+    distinct = set(items)  # every occurrence after an item's first is a repeat
+    total_chars = sum(map(len, items))
+    dup_chars = total_chars - sum(map(len, distinct))
+    return (len(items) - len(distinct)) / len(items), (dup_chars / total_chars if total_chars else 0.0)
+
+
+def _required_literal(pattern: str) -> str | None:
+    """For a plain pattern (``_PLAIN_PATTERN``): the longest run of characters outside groups and not made
+    optional by ``?``, which every match contains; None for other patterns or when there is no such run."""
+    if not _PLAIN_PATTERN.fullmatch(pattern):
+        return None
+    runs: list[str] = []
+    run = ""
+    depth = 0
+    for ch in pattern:
+        if ch in "()":
+            depth += 1 if ch == "(" else -1
+            runs.append(run)
+            run = ""
+        elif depth == 0 and ch == "|":
+            return None  # alternatives at the top level: no literal is in every match
+        elif depth == 0 and ch == "?":
+            runs.append(run[:-1])
+            run = ""
+        elif depth == 0:
+            run += ch
+    return max([*runs, run], key=len) or None
+
+
+@lru_cache(maxsize=8)
+def _boilerplate_matcher(patterns: tuple[str, ...]) -> tuple[re.Pattern[str], tuple[str, ...] | None]:
+    """The patterns as one regex, and the literal each requires (None unless every pattern has one)."""
+    literals = tuple(_required_literal(p) for p in patterns)
+    required = None if None in literals else tuple(lit for lit in literals if lit is not None)
+    return re.compile("|".join(f"(?:{p})" for p in patterns)), required
+
+
+def _boilerplate_line_fraction(lines: list[str], lower_text: str, patterns: tuple[str, ...]) -> float:
+    """Fraction of lines (stripped, non-empty) in which a boilerplate pattern occurs (lower-cased)."""
+    if not lines or not patterns:
+        return 0.0
+    pattern, required = _boilerplate_matcher(patterns)
+    if required is not None and not any(literal in lower_text for literal in required):
+        return 0.0  # most documents: a line that matched would hold a required literal, so would the text
+    return sum(1 for line in lines if pattern.search(line.lower())) / len(lines)
 
 
 def compute_metrics(text: str, lang: str | None, cfg: QualityConfig) -> dict[str, float]:
     """Every measurement the rules look at (also useful on its own for analysis)."""
     unspaced = _is_unspaced(text, lang)
     words = _words(text, unspaced)
-    lines = [line.strip() for line in text.split("\n") if line.strip()]
-    paragraphs = [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
+    lines = [stripped for line in text.split("\n") if (stripped := line.strip())]
+    paragraphs = [stripped for p in re.split(r"\n\s*\n", text) if (stripped := p.strip())]
     n_words = len(words)
+    # Per-word measures are taken once per distinct word (in first-seen order) and weighted by its count.
+    counts = Counter(words)
+    lowered = list(map(str.lower, counts))
+    vocab = dict.fromkeys(lowered)  # the lower-cased words, first seen first: word id = position here
+    vocab_ids = dict(zip(vocab, range(len(vocab)), strict=True))
+    word_ids = dict(zip(counts, map(vocab_ids.__getitem__, lowered), strict=True))
+    ids = np.fromiter(map(word_ids.__getitem__, words), dtype=np.int64, count=n_words)
+    lengths = np.fromiter(map(len, words), dtype=np.int64, count=n_words)
+    total_chars = int(lengths.sum())
     metrics: dict[str, float] = {
         "unspaced": float(unspaced),
         "short_word_script": float(unspaced or _is_short_word_script(text, lang)),
         "words": float(n_words),
     }
-    metrics["mean_word_length"] = (sum(len(w) for w in words) / n_words) if n_words else 0.0
+    metrics["mean_word_length"] = (total_chars / n_words) if n_words else 0.0
     symbols = text.count("#") + text.count("...") + text.count("…")
     metrics["symbol_word_ratio"] = symbols / n_words if n_words else 0.0
     metrics["ellipsis_line_fraction"] = (
-        sum(1 for line in lines if _ELLIPSIS_END.search(line)) / len(lines) if lines else 0.0
+        sum(map(str.endswith, lines, repeat(_ELLIPSIS))) / len(lines) if lines else 0.0
     )
     metrics["bullet_line_fraction"] = (
-        sum(1 for line in lines if _BULLET_LINE.match(line)) / len(lines) if lines else 0.0
+        len(list(filter(_BULLET_LINE.match, lines))) / len(lines) if lines else 0.0
     )
-    metrics["alpha_word_fraction"] = sum(1 for w in words if _LETTER.search(w)) / n_words if n_words else 0.0
-    lowered = {w.lower().strip(".,;:!?\"'()") for w in words} if not unspaced else set()
-    metrics["stop_words"] = float(len(lowered & _ENGLISH_STOP_WORDS))
+    alpha_words = sum(map(counts.__getitem__, filter(_LETTER.search, counts)))
+    metrics["alpha_word_fraction"] = alpha_words / n_words if n_words else 0.0
+    bare = set(map(str.strip, vocab, repeat(".,;:!?\"'()"))) if not unspaced else set()
+    metrics["stop_words"] = float(len(bare & _ENGLISH_STOP_WORDS))
     metrics["duplicate_line_fraction"], metrics["duplicate_line_char_fraction"] = _duplicate_fractions(lines)
     (
         metrics["duplicate_paragraph_fraction"],
@@ -236,26 +293,22 @@ def compute_metrics(text: str, lang: str | None, cfg: QualityConfig) -> dict[str
     ) = _duplicate_fractions(paragraphs)
 
     scale = cfg.cjk_ngram_scale if unspaced else 1
-    vocab: dict[str, int] = {}
-    ids = np.fromiter((vocab.setdefault(w.lower(), len(vocab)) for w in words), dtype=np.int64, count=n_words)
-    lengths = np.fromiter((len(w) for w in words), dtype=np.int64, count=n_words)
-    total_chars = int(lengths.sum())
-    for n, _ in cfg.max_top_ngram_char_fraction:
-        metrics[f"top_{n}gram_char_fraction"] = _top_ngram_char_fraction(ids, lengths, n * scale, total_chars)
-    for n, _ in cfg.max_duplicate_ngram_char_fraction:
+    top_sizes = [n for n, _ in cfg.max_top_ngram_char_fraction]
+    duplicate_sizes = [n for n, _ in cfg.max_duplicate_ngram_char_fraction]
+    keys = _ngram_keys(ids, [n * scale for n in top_sizes + duplicate_sizes])
+    for n in top_sizes:
+        metrics[f"top_{n}gram_char_fraction"] = _top_ngram_char_fraction(
+            keys[n * scale], lengths, n * scale, total_chars
+        )
+    for n in duplicate_sizes:
         metrics[f"duplicate_{n}gram_char_fraction"] = _duplicate_ngram_char_fraction(
-            ids, lengths, n * scale, total_chars
+            keys[n * scale], lengths, n * scale, total_chars
         )
     lower_text = text.lower()
     metrics["lorem_ipsum"] = float("lorem ipsum" in lower_text)
     metrics["curly_brace"] = float("{" in text)
-    pattern = (
-        re.compile("|".join(f"(?:{p})" for p in cfg.boilerplate_patterns))
-        if cfg.boilerplate_patterns
-        else None
-    )
-    metrics["boilerplate_line_fraction"] = (
-        sum(1 for line in lines if pattern.search(line.lower())) / len(lines) if (lines and pattern) else 0.0
+    metrics["boilerplate_line_fraction"] = _boilerplate_line_fraction(
+        lines, lower_text, cfg.boilerplate_patterns
     )
     return metrics
 

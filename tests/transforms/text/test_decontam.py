@@ -3,6 +3,10 @@
 import json
 from pathlib import Path
 
+import numpy as np
+import xxhash
+
+from fm_assets.transforms.text import decontam
 from fm_assets.transforms.text.decontam import ContaminationIndex, load_default_eval_index, load_eval_texts
 
 EVAL = [item["text"] for item in load_eval_texts()]
@@ -61,3 +65,25 @@ def test_default_index_flags_the_tutorial_not_gnome_help():
     assert index is load_default_eval_index()  # cached
     assert index.check(EVAL[-1])[1] == 1.0
     assert all(index.check(text) == (0, 0.0) for text in GNOME)
+
+
+def _plain_ngram_hashes(text, n):
+    """The definition, word by word: xxh3-64 of each UTF-8 word, keys = sum(h[j + i] * M ** (n - 1 - i))."""
+    words = decontam.tokenize(text)
+    if len(words) < n:
+        return np.empty(0, dtype=np.uint64)
+    hashes = np.array([xxhash.xxh3_64_intdigest(w.encode("utf-8")) for w in words], dtype=np.uint64)
+    count = len(words) - n + 1
+    keys = np.zeros(count, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for i in range(n):
+            keys = keys * decontam._MULT + hashes[i : i + count]
+    return keys
+
+
+def test_ngram_hashes_equal_their_word_by_word_definition():
+    for text in [*EVAL[:10], *GNOME, "Straße İstanbul ΣΑΣ 日本語 " * 5, "one two"]:
+        for n in (1, 3, 13):
+            got = decontam.ngram_hashes(text, n)
+            assert got.dtype == np.uint64
+            assert np.array_equal(got, _plain_ngram_hashes(text, n))

@@ -1,5 +1,6 @@
 """normalize_text: NFC, control characters, whitespace; idempotent on any input (hypothesis)."""
 
+import re
 import unicodedata
 
 from hypothesis import given, settings
@@ -47,3 +48,43 @@ def test_idempotent_and_clean(text):
 def test_idempotent_on_whitespace_heavy_text(parts):
     once = normalize_text("".join(parts))
     assert normalize_text(once) == once
+
+
+def _normalize_line_by_line(text: str) -> str:
+    """The plain definition: each line's inner blank runs (after a non-blank) collapsed, then right-trimmed."""
+    inner = re.compile(r"(?<=\S)[ \t]*\t[ \t]*|(?<=\S) {2,}")
+    text = re.sub(r"\r\n|\r|\u2028|\u2029|\x85", "\n", text)
+    text = re.sub(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]", "", text)
+    text = unicodedata.normalize("NFC", text)
+    text = "\n".join(inner.sub(" ", line).rstrip(" \t") for line in text.split("\n"))
+    return re.sub(r"\n{3,}", "\n\n", text).strip()
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "a",
+                "b.",
+                "é",
+                "e\u0301",
+                " ",
+                " ",
+                "  ",
+                "\t",
+                "\n",
+                "\n\n",
+                "\r",
+                "\r\n",
+                "\x0b",
+                "\x85",
+                "\u2028",
+            ]
+        ),
+        max_size=40,
+    )
+)
+def test_whole_text_rewrite_equals_the_line_by_line_definition(parts):
+    text = "".join(parts)
+    assert normalize_text(text) == _normalize_line_by_line(text)
