@@ -21,7 +21,7 @@ import hashlib
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import repeat
@@ -242,7 +242,7 @@ def _boilerplate_matcher(patterns: tuple[str, ...]) -> tuple[re.Pattern[str], tu
     return re.compile("|".join(f"(?:{p})" for p in patterns)), required
 
 
-def _boilerplate_line_fraction(lines: list[str], lower_text: str, patterns: tuple[str, ...]) -> float:
+def _boilerplate_line_fraction(lines: Sequence[str], lower_text: str, patterns: tuple[str, ...]) -> float:
     """Fraction of lines (stripped, non-empty) in which a boilerplate pattern occurs (lower-cased)."""
     if not lines or not patterns:
         return 0.0
