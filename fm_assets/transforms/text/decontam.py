@@ -16,7 +16,7 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from importlib import resources
 from pathlib import Path
 
@@ -68,6 +68,15 @@ class ContaminationIndex:
     def __len__(self) -> int:
         return len(self.hashes)
 
+    @cached_property
+    def _buckets(self) -> np.ndarray:
+        """One flag per value of a key's low bits, set for the index's keys (about 16 buckets per key, 1K-16M):
+        a text's key whose bucket is not set cannot be in the index, so most skip the binary search."""
+        bits = min(24, max(10, (16 * len(self.hashes)).bit_length()))
+        flags = np.zeros(1 << bits, dtype=bool)
+        flags[self.hashes & np.uint64((1 << bits) - 1)] = True
+        return flags
+
     def fingerprint(self) -> str:
         """sha256 (hex, 16 chars) of n, the hashing scheme and every key: the stage-key input."""
         digest = hashlib.sha256(f"{NGRAM_SCHEME}|n={self.n}|".encode())
@@ -79,9 +88,11 @@ class ContaminationIndex:
         keys = ngram_hashes(text, self.n)
         if len(keys) == 0 or len(self.hashes) == 0:
             return 0, 0.0
-        pos = np.searchsorted(self.hashes, keys)
+        buckets = self._buckets
+        candidates = keys[buckets[keys & np.uint64(len(buckets) - 1)]]
+        pos = np.searchsorted(self.hashes, candidates)
         pos[pos == len(self.hashes)] = 0
-        matches = int(np.count_nonzero(self.hashes[pos] == keys))
+        matches = int(np.count_nonzero(self.hashes[pos] == candidates))
         return matches, matches / len(keys)
 
     def save(self, path: Path) -> None:

