@@ -54,8 +54,10 @@ def materialize(stage: Stage, ctx: StageContext) -> Materialization:
         {"cache_hit": outcome.cache_hit, "wall_seconds": wall, **outcome.success.counts.to_json()},
     )
     # checks that read every part (decontaminate's re-scan, tokenize's HF re-encode) spread over the
-    # stage's local workers (engine.pool.map_on_workers) instead of running serially in this process
+    # stage's local workers (engine.pool.map_on_workers) instead of running serially in this process; sized as
+    # the stage's own pool (workers capped by its units), so the check reuses that pool instead of starting one
     local = ctx.settings.unit_executor == "local"
-    with spread_over(resolve_workers(ctx.settings.workers) if local else 1):
+    workers = min(resolve_workers(ctx.settings.workers), len(outcome.success.units)) if local else 1
+    with spread_over(workers):
         checks = evaluate_checks(stage, store, outcome.success)
     return Materialization(outcome, wall, checks)
