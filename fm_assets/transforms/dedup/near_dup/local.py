@@ -30,7 +30,7 @@ from fm_assets.transforms.dedup.near_dup.config import NearDedupConfig
 from fm_assets.transforms.dedup.near_dup.docs import LocalUnsupported, read_docs_arrow
 from fm_assets.transforms.dedup.near_dup.index import explode_bands, read_index_arrow, write_index_arrow
 from fm_assets.transforms.dedup.near_dup.outcome import NearDedupOutcome, Phases, outcome_stats
-from fm_assets.transforms.dedup.near_dup.signature_arrow import signature_batches
+from fm_assets.transforms.dedup.near_dup.signature_arrow import SIG_ARROW_SCHEMA, signature_batches
 from fm_assets.transforms.dedup.near_dup.survivors import removed_table
 
 __all__ = ["LocalUnsupported", "read_docs_arrow", "run_local_near_dedup"]
@@ -39,16 +39,6 @@ logger = logging.getLogger(__name__)
 
 _ARROW_ROWS = 2000  # documents per Arrow batch (Spark's maxRecordsPerBatch); results do not depend on it
 
-_SIGS_SCHEMA = pa.schema(
-    [
-        ("doc_id", pa.string()),
-        ("quality_score", pa.float32()),
-        ("n_shingles", pa.int64()),
-        ("signature", pa.binary()),
-        ("bands", pa.list_(pa.int64())),
-        ("text", pa.string()),
-    ]
-)
 _NODES_SCHEMA = pa.schema(
     [
         ("doc_id", pa.string()),
@@ -71,8 +61,8 @@ _JUDGED_SCHEMA = pa.schema(
 
 def _signatures(docs: pa.Table, config: NearDedupConfig, bands: int, rows: int) -> pa.Table:
     compute = signature_batches(config, bands, rows)
-    batches = [b.cast(_SIGS_SCHEMA) for b in compute(iter(docs.to_batches(max_chunksize=_ARROW_ROWS)))]
-    return pa.Table.from_batches(batches, schema=_SIGS_SCHEMA)
+    batches = [b.cast(SIG_ARROW_SCHEMA) for b in compute(iter(docs.to_batches(max_chunksize=_ARROW_ROWS)))]
+    return pa.Table.from_batches(batches, schema=SIG_ARROW_SCHEMA)
 
 
 def _with_text(signatures: pa.Table, docs: pa.Table, config: NearDedupConfig) -> pa.Table:
@@ -80,7 +70,7 @@ def _with_text(signatures: pa.Table, docs: pa.Table, config: NearDedupConfig) ->
     if not signatures.column("doc_id").equals(docs.column("doc_id")):
         raise ValueError("near-dup: the signature units' rows are not the batch's documents in part order")
     text = docs.column("text") if config.verify_exact else pa.nulls(docs.num_rows, pa.string())
-    return signatures.append_column("text", text).cast(_SIGS_SCHEMA)
+    return signatures.append_column("text", text).cast(SIG_ARROW_SCHEMA)
 
 
 def _prior_entries(

@@ -18,7 +18,18 @@ from fm_assets.transforms.dedup.minhash import band_hashes, signatures_from_shin
 from fm_assets.transforms.dedup.near_dup.config import NearDedupConfig
 
 _MAX_SLICE_BYTES = 64 << 20  # text bytes hashed at once inside one Arrow batch
-SIG_COLUMNS = ("doc_id", "quality_score", "n_shingles", "signature", "bands", "text")
+# one row per document, as every engine writes it; the signature units store it without the text
+SIG_ARROW_SCHEMA = pa.schema(
+    [
+        ("doc_id", pa.string()),
+        ("quality_score", pa.float32()),
+        ("n_shingles", pa.int64()),
+        ("signature", pa.binary()),
+        ("bands", pa.list_(pa.int64())),
+        ("text", pa.string()),
+    ]
+)
+SIG_COLUMNS = tuple(SIG_ARROW_SCHEMA.names)
 
 
 def _slices(batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:

@@ -18,18 +18,10 @@ from fm_assets.engine.store import ObjectStore
 from fm_assets.engine.unit_writer import UnitWriter
 from fm_assets.transforms.dedup.near_dup.config import NearDedupConfig
 from fm_assets.transforms.dedup.near_dup.docs import read_docs_arrow
-from fm_assets.transforms.dedup.near_dup.signature_arrow import SIG_COLUMNS, signature_batches
+from fm_assets.transforms.dedup.near_dup.signature_arrow import SIG_ARROW_SCHEMA, signature_batches
 
 CODE_VERSION = "near-dedup-signatures-v1"
-SIGNATURES_SCHEMA = pa.schema(
-    [
-        ("doc_id", pa.string()),
-        ("quality_score", pa.float32()),
-        ("n_shingles", pa.int64()),
-        ("signature", pa.binary()),
-        ("bands", pa.list_(pa.int64())),
-    ]
-)
+SIGNATURES_SCHEMA = SIG_ARROW_SCHEMA.remove(SIG_ARROW_SCHEMA.get_field_index("text"))  # no text
 _ARROW_ROWS = 2000  # documents per Arrow batch, as everywhere the signatures are computed
 
 
@@ -49,6 +41,6 @@ class SignatureUnits:
                 docs = read_docs_arrow([str(path)])
             records += docs.num_rows
             for batch in compute(iter(docs.to_batches(max_chunksize=_ARROW_ROWS))):
-                table = pa.Table.from_batches([batch]).select(list(SIG_COLUMNS[:-1]))  # no text
+                table = pa.Table.from_batches([batch]).select(SIGNATURES_SCHEMA.names)  # no text
                 writer.write_table(table.cast(SIGNATURES_SCHEMA))
         return UnitResult(records_in=records)
