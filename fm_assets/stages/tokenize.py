@@ -45,14 +45,14 @@ def sample_positions(rows: int, count: int) -> list[int]:
 
 
 def _unit_sample(
-    store: ObjectStore, success: StageSuccess, unit: str
+    store: ObjectStore, prefix: str, unit: str
 ) -> tuple[dict[str, np.ndarray], dict[str, str], str]:
     """(doc_id -> stored ids, doc_id -> upstream text, encoder) for one unit's sampled documents.
 
     The unit marker names the upstream parts the unit read, so the texts come from exactly those files.
     """
-    marker = UnitMarker.from_json(store.read_json(layout.unit_marker(success.prefix, unit)))
-    parts = [layout.in_output(success.prefix, name) for name in marker.parts]
+    marker = UnitMarker.from_json(store.read_json(layout.unit_marker(prefix, unit)))
+    parts = [layout.in_output(prefix, name) for name in marker.parts]
     lengths = []
     for part in parts:
         with store.open(part) as handle:
@@ -86,12 +86,13 @@ def _reference(store: ObjectStore, sha256: str) -> HFEncoder:
     return _REFERENCES[sha256]
 
 
-def reencode_unit_sample(task: tuple[ObjectStore, StageSuccess, str]) -> dict[str, Any]:
-    """One unit's share of ``hf_reencode_sample``: its sampled documents re-encoded with HF and compared."""
-    store, success, unit = task
-    reference = _reference(store, success.inputs["tokenizer"])
-    eos = success.config["eos_id"] if success.config.get("add_eos") else None
-    stored, texts, encoder = _unit_sample(store, success, unit)
+def reencode_unit_sample(task: tuple[ObjectStore, str, str, str, int | None]) -> dict[str, Any]:
+    """One unit's share of ``hf_reencode_sample``: its sampled documents re-encoded with HF and compared.
+    ``task``: (store, output prefix, unit, tokenizer sha256, EOS id or None): a few strings per unit, not the
+    whole ``StageSuccess``, whose unit list grows with the batch."""
+    store, prefix, unit, tokenizer_sha256, eos = task
+    reference = _reference(store, tokenizer_sha256)
+    stored, texts, encoder = _unit_sample(store, prefix, unit)
     doc_ids = [doc_id for doc_id in stored if doc_id in texts]
     expected: Flat = reference.encode_flat([texts[doc_id] for doc_id in doc_ids])
     if eos is not None:
@@ -120,7 +121,9 @@ def check_hf_reencode_sample(store: ObjectStore, success: StageSuccess, stage: A
     the pinned tokenizer loaded from the registry (EOS appended as the stage does) and compared with the ids
     the stage wrote.
     """
-    results = map_on_workers(reencode_unit_sample, [(store, success, unit) for unit in success.units])
+    eos = success.config["eos_id"] if success.config.get("add_eos") else None
+    tasks = [(store, success.prefix, unit, success.inputs["tokenizer"], eos) for unit in success.units]
+    results = map_on_workers(reencode_unit_sample, tasks)
     encoders = Counter(result["encoder"] for result in results)
     mismatched = sum(result["mismatched"] for result in results)
     missing = sum(result["missing"] for result in results)
