@@ -13,6 +13,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from fm_assets.engine import layout
+from fm_assets.engine.pool import spread_over
 from fm_assets.engine.records import Counts, StageSuccess
 from fm_assets.engine.refs import write_ref
 from fm_assets.engine.run import StageOutcome, run_stage
@@ -153,3 +154,16 @@ def test_check_fails_when_sampled_text_is_missing_upstream(tmp_path, texts, toke
     pq.write_table(table.slice(1), store.local_path(upstream))  # the first document's text is gone
     result = check_hf_reencode_sample(store, outcome.success, STAGE)
     assert not result.passed and result.metadata["texts_not_found_upstream"] == 1
+
+
+def test_check_on_two_workers_gives_the_in_process_outcome(tmp_path, texts, tokenizer_file):
+    store, outcome = tokenize(tmp_path / "root", texts, tokenizer_file)
+    assert len(outcome.success.units) >= 2
+    upstream = store.read_json(layout.unit_marker(outcome.prefix, outcome.success.units[-1]))["inputs"][0]
+    table = pq.read_table(store.local_path(upstream))
+    pq.write_table(table.slice(1), store.local_path(upstream))  # one unit's first text is gone
+    in_process = check_hf_reencode_sample(store, outcome.success, STAGE)
+    with spread_over(2):
+        on_workers = check_hf_reencode_sample(store, outcome.success, STAGE)
+    assert not in_process.passed and in_process.metadata["texts_not_found_upstream"] == 1
+    assert on_workers == in_process
