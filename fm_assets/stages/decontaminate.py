@@ -26,7 +26,7 @@ EVAL_REGISTRY = "eval_registry"
 REMOVED_PREFIX = "eval_removed:"  # + benchmark name: documents removed that overlap that benchmark
 
 
-CHECK_SAMPLE_PER_PART = 256  # kept documents re-scanned per part by the check (the stage scanned them all)
+CHECK_SAMPLE_PER_PART = 64  # at most this many kept documents re-scanned per part (the stage scanned them all)
 
 
 def rescan_part_sample(task: tuple[ObjectStore, str, dict[str, Any] | str | None, int]) -> tuple[int, int]:
@@ -35,7 +35,7 @@ def rescan_part_sample(task: tuple[ObjectStore, str, dict[str, Any] | str | None
     index = EvalRegistry.from_spec(registry_spec).index(store)
     with store.open(part) as handle:
         rows = pq.ParquetFile(handle).metadata.num_rows
-    step = max(1, rows // CHECK_SAMPLE_PER_PART)
+    step = max(1, -(-rows // CHECK_SAMPLE_PER_PART))  # rounded up: never more than the sample size
     leaked = scanned = position = 0
     for record_batch in iter_parquet_batches(store, part, columns=["text"]):
         texts = record_batch["text"].to_pylist()

@@ -10,7 +10,7 @@ from fm_assets.engine.records import Counts, StageSuccess
 from fm_assets.engine.schemas import DOC_SCHEMA
 from fm_assets.engine.store import ObjectStore
 from fm_assets.side_inputs.eval_registry import EvalRegistry
-from fm_assets.stages.decontaminate import STAGE, check_no_contamination
+from fm_assets.stages.decontaminate import CHECK_SAMPLE_PER_PART, STAGE, check_no_contamination
 from fm_assets.transforms.text.decontam import load_eval_texts
 
 
@@ -73,3 +73,11 @@ def test_parts_rescanned_on_two_workers_give_the_in_process_outcome(tmp_path):
     assert not in_process.passed and in_process.metadata["contaminated_in_sample"] == 1
     assert in_process.metadata["sample_rescanned"] == 12
     assert on_workers == in_process
+
+
+def test_a_large_part_is_rescanned_at_most_the_sample_size(tmp_path):
+    store = ObjectStore(str(tmp_path))
+    rows = CHECK_SAMPLE_PER_PART * 3 - 1  # a floor step (2) would re-scan about 1.5 times the sample
+    outcome = check_no_contamination(store, output_with(store, [CLEAN] * rows), STAGE)
+    assert outcome.passed
+    assert CHECK_SAMPLE_PER_PART * 2 // 3 <= outcome.metadata["sample_rescanned"] <= CHECK_SAMPLE_PER_PART
