@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any
 
 from dagster import DagsterInstance
@@ -11,8 +12,9 @@ from fm_assets.cli.pipes import err
 from fm_assets.cli.progress_view import progress_view
 from fm_assets.defs.partitions import BATCH_PARTITIONS_NAME
 from fm_assets.engine import progress
+from fm_assets.engine.background_imports import import_in_background
 from fm_assets.engine.landing import list_complete_batches, read_batch_manifest
-from fm_assets.engine.pool import resolve_workers, start_fork_server
+from fm_assets.engine.pool import resolve_workers, start_fork_server, when_driver_waits
 from fm_assets.engine.store import ObjectStore
 from fm_assets.settings import Settings
 
@@ -71,6 +73,7 @@ def run_batches(
     console: Console | None = None,
 ) -> dict[str, str]:
     """Materialize every stage for ``batches`` (default: all complete ones); returns {batch: error} for failures."""
+    from fm_assets.datasets.views import VIEW_LIBRARIES
     from fm_assets.defs.build import build_definitions
     from fm_assets.defs.cli_runs import cli_run_tags
     from fm_assets.defs.jobs import chain_asset_keys
@@ -96,10 +99,12 @@ def run_batches(
     # issue 19: each batch runs only its own chains' steps (as the landing sensor requests them)
     selections = {batch: chain_asset_keys(batch_chains(store, batch)) for batch in wanted}
     warm_unit_workers(settings, store, wanted)  # after the manifests were read (and checked) above
+    # the release's libraries load while the preprocess run's driver waits on its unit workers
+    overlap = when_driver_waits(lambda: import_in_background(VIEW_LIBRARIES)) if release else nullcontext()
     steps = sum(
         len([k for k in keys if k.to_user_string() in ALL_STAGE_NAMES]) for keys in selections.values()
     )
-    with progress_view(console, steps) as bar:
+    with overlap, progress_view(console, steps) as bar:
 
         def on_event(event: str, stage: str, batch: str, info: dict[str, Any]) -> None:
             if event == "start":

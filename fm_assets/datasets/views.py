@@ -54,6 +54,17 @@ if TYPE_CHECKING:  # pyiceberg is imported where a view is written, not with the
 
 log = logging.getLogger(__name__)
 
+# what writing the views imports (``fm run`` imports them in the background while its preprocess run works;
+# lance is left out: it warns when a process that imported it forks, as a Spark launch does)
+VIEW_LIBRARIES = (
+    "pyiceberg.catalog.sql",
+    "pyiceberg.table",
+    "pyiceberg.io.pyarrow",
+    "pyiceberg.expressions",
+    "pyiceberg.partitioning",
+    "pyiceberg.transforms",
+)
+
 CURATED_TABLE = curated_table_name(DEFAULT_NAMESPACE)  # the cloud table (its name predates namespaces)
 VERSION_PROPERTY = "fm.batch-version."  # + batch -> the decontaminate data version the table holds
 SOURCE_STAGE = "decontaminate"  # the last document-level stage: what reaches tokenize and the shards

@@ -474,6 +474,32 @@ def map_on_workers(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
                 future.cancel()
 
 
+_IDLE_WORK: list[Callable[[], object]] = []  # see when_driver_waits
+
+
+@contextlib.contextmanager
+def when_driver_waits(start: Callable[[], object]) -> Iterator[None]:
+    """Inside this block, call ``start`` the first time this process hands units to its worker pool and waits
+    for them (its own CPU is then free): for work that should overlap the units, not compete with the
+    driver's own work. ``start`` must return at once (start a thread); without a pool it is never called."""
+    _IDLE_WORK.append(start)
+    try:
+        yield
+    finally:
+        if start in _IDLE_WORK:
+            _IDLE_WORK.remove(start)
+
+
+def start_idle_work() -> None:
+    """Call (once) what ``when_driver_waits`` registered; a failure is logged, never raised into the stage."""
+    while _IDLE_WORK:
+        start = _IDLE_WORK.pop(0)
+        try:
+            start()
+        except Exception:
+            log.warning("work registered to overlap the units failed to start", exc_info=True)
+
+
 def run_on_processes(
     label: str,
     payload: bytes,
@@ -502,6 +528,7 @@ def run_on_processes(
                 raise WorkerLostError(f"{label}: could not start unit worker processes: {exc!r}") from exc
             failure: UnitFailure | None = None
             lost: list[str] = []
+            start_idle_work()
             try:
                 for future in cf.as_completed(futures):
                     task = futures[future]

@@ -1,0 +1,34 @@
+"""Import modules on a daemon thread while the caller does other work.
+
+`fm run` runs the preprocess job and then the release job in one process. The release's libraries
+(pyiceberg, ~0.65 s to import) are imported lazily so that the code location and unit workers start light;
+importing them once the preprocess run's driver waits on its unit workers (``pool.when_driver_waits``) takes
+that time off the end of the run instead of adding it there. With one worker the units run in the driver and
+there is no idle time to fill, so the libraries are imported where the release needs them, as before. Python's per-module import locks make a concurrent import safe:
+the release step that imports the same module first waits for this thread to finish it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+from collections.abc import Sequence
+
+log = logging.getLogger(__name__)
+
+
+def import_in_background(modules: Sequence[str]) -> threading.Thread:
+    """Start importing ``modules`` (in order) on a daemon thread; a module that fails to import is logged
+    and skipped (the code that needs it raises the real error where it imports it)."""
+
+    def run() -> None:
+        for name in modules:
+            try:
+                importlib.import_module(name)
+            except Exception as exc:  # an optional library that is not installed: its user reports it
+                log.debug("background import of %s failed: %s", name, exc)
+
+    thread = threading.Thread(target=run, name="fm-background-imports", daemon=True)
+    thread.start()
+    return thread
