@@ -32,6 +32,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -39,7 +40,7 @@ from typing import Any
 from fm_assets.compliance.namespaces import require_processable
 from fm_assets.engine import layout
 from fm_assets.engine.hashing import sha256_file
-from fm_assets.engine.integrity import DamagedDataError
+from fm_assets.engine.integrity import HASH_THREADS, DamagedDataError
 from fm_assets.engine.landing import BatchManifest, read_batch_manifest
 from fm_assets.engine.schemas import make_doc_id
 from fm_assets.engine.stage import SideInputs, Stage, StageContext, UnitContext, UnitResult, WorkUnit
@@ -106,11 +107,14 @@ class LandStage(Stage):
         manifest: BatchManifest = ctx.side.data
         claims = media_claims(entry["path"] for entry in manifest.files)
         unit_bytes = ctx.settings.land_unit_bytes
+        files = sorted(manifest.files, key=lambda f: f["path"])
+        big = [entry for entry in files if entry["bytes"] > unit_bytes and entry["path"] not in claims]
+        ranges_of = dict(zip([entry["path"] for entry in big], scan_files(ctx, big), strict=True))
         units: list[WorkUnit] = []
         slot = 0  # a group, or one big file (all its ranges)
         group: list[str] = []
         group_bytes = 0
-        for entry in sorted(manifest.files, key=lambda f: f["path"]):
+        for entry in files:
             raw_rel = layout.landed_file(ctx.batch, entry["path"])
             if entry["bytes"] <= unit_bytes:
                 group.append(raw_rel)
@@ -122,7 +126,7 @@ class LandStage(Stage):
                 if group:
                     units.append(WorkUnit(f"g{slot:05d}", tuple(group)))
                     slot += 1
-                ranges = () if entry["path"] in claims else line_ranges(ctx.store, raw_rel, entry, unit_bytes)
+                ranges = ranges_of.get(entry["path"], ())
                 if len(ranges) > 1:
                     units.extend(
                         WorkUnit(f"g{slot:05d}r{k:03d}", (raw_rel,), span) for k, span in enumerate(ranges)
@@ -259,6 +263,19 @@ class LandStage(Stage):
                 continue
             unit.write(record)
         return records_in
+
+
+def scan_files(ctx: StageContext, entries: list[dict[str, Any]]) -> list[tuple[LineRange, ...]]:
+    """``line_ranges`` of each landed file in ``entries``, several at a time (hashlib releases the GIL)."""
+    if not entries:
+        return []
+
+    def ranges(entry: dict[str, Any]) -> tuple[LineRange, ...]:
+        raw_rel = layout.landed_file(ctx.batch, entry["path"])
+        return line_ranges(ctx.store, raw_rel, entry, ctx.settings.land_unit_bytes)
+
+    with ThreadPoolExecutor(HASH_THREADS) as pool:
+        return list(pool.map(ranges, entries))
 
 
 def line_ranges(
