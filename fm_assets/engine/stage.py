@@ -48,6 +48,9 @@ class SideInputs:
 class WorkUnit:
     unit_id: str
     inputs: tuple[str, ...]  # relative paths this unit reads (upstream parts or landed files)
+    # the part of its one input the unit reads when not all of it (land: a line-aligned byte range); only
+    # the stage that planned it interprets it (it must pickle); ``inputs`` stays the real path
+    span: object | None = None
 
 
 @dataclass

@@ -11,32 +11,69 @@ is quarantined (``license_conflict``, ``transforms.readers.provenance``), never 
 Files the media chain reads (images, audio, their caption/transcript companions, tars, ``*.media.jsonl``:
 ``transforms.readers.media_samples.media_claims``) are not documents: land counts them (``media_files``) and
 lists them with what they are in its unit markers, and ``media_land`` takes them into the CAS.
+
+A file bigger than ``land_unit_bytes`` is a unit of its own, and a plain JSONL one (not compressed, not
+the media chain's) is cut into several: line-aligned byte ranges of about ``land_unit_bytes`` (at least
+``MIN_RANGE_BYTES``), so one 100 MB file spreads over the worker pool. The plan reads the file once
+(``transforms.readers.line_ranges``, no parsing): the cut points, each range's first line number and
+sha256, and the whole file's sha256, which must be the manifest's (a file that is not, or that holds only
+blank lines, stays whole and is quarantined or rejected as before). So the plan is a function of the
+manifest and the settings only, whatever the worker count. A range rides on ``WorkUnit.span`` (the input
+stays the file's real path, which the executor meters and records in the unit marker; a path with a range
+suffix would name no file); its unit reads its lines through the same line reader as the whole file,
+numbered from the range's place in the file, so records, rejects, doc ids and byte offsets are those of the
+whole-file read. The unit of the range at byte 0 rehashes the whole file and puts it into the CAS; every
+other one rehashes its own range. Bytes that changed after the plan fail the unit (``DamagedDataError``):
+a re-run plans the file whole and quarantines it once.
 """
 
 from __future__ import annotations
 
 import logging
+import math
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from fm_assets.compliance.namespaces import require_processable
 from fm_assets.engine import layout
 from fm_assets.engine.hashing import sha256_file
+from fm_assets.engine.integrity import HASH_THREADS, DamagedDataError
 from fm_assets.engine.landing import BatchManifest, read_batch_manifest
 from fm_assets.engine.schemas import make_doc_id
 from fm_assets.engine.stage import SideInputs, Stage, StageContext, UnitContext, UnitResult, WorkUnit
 from fm_assets.engine.store import ObjectStore
-from fm_assets.transforms.readers import RawReject, iter_raw_records
+from fm_assets.transforms.readers import (
+    DEFAULT_MAX_RECORD_BYTES,
+    RawRecord,
+    RawReject,
+    UnsupportedFormat,
+    detect_format,
+    iter_raw_records,
+)
+from fm_assets.transforms.readers.detect import HEAD_BYTES, JSONL
+from fm_assets.transforms.readers.line_ranges import (
+    LineRange,
+    iter_jsonl_range,
+    range_sha256,
+    scan_line_ranges,
+)
 from fm_assets.transforms.readers.media_samples import media_claims
 from fm_assets.transforms.readers.provenance import LICENSE_CONFLICT, record_provenance
 
 log = logging.getLogger(__name__)
 
+# a range below this saves less than its unit costs (a task, a marker, its own output parts)
+MIN_RANGE_BYTES = 1 << 20
+
 
 class LandStage(Stage):
     name = "land"
-    code_version = "land-v4"  # v4: records keep source_id / record_license
+    # v5: a big plain JSONL file is cut into line-aligned byte-range units (and any file above
+    # land_unit_bytes is a unit of its own), so unit ids and part files differ from v4's
+    code_version = "land-v5"
     upstream = None
     description = "Raw files -> content-addressed store -> parsed document records (bad input quarantined)."
 
@@ -65,19 +102,41 @@ class LandStage(Stage):
 
     def plan(self, ctx: StageContext) -> list[WorkUnit]:
         """Files in path order, grouped into units of about ``land_unit_bytes``: the unit count follows bytes,
-        so 5,000 tiny files cost about what one file of the same bytes does."""
+        so 5,000 tiny files cost about what one file of the same bytes does. A bigger file is a unit of its
+        own (``g<n>``), or, plain JSONL, one unit per line-aligned range (``g<n>r<k>``)."""
         manifest: BatchManifest = ctx.side.data
+        claims = media_claims(entry["path"] for entry in manifest.files)
+        unit_bytes = ctx.settings.land_unit_bytes
+        files = sorted(manifest.files, key=lambda f: f["path"])
+        big = [entry for entry in files if entry["bytes"] > unit_bytes and entry["path"] not in claims]
+        ranges_of = dict(zip([entry["path"] for entry in big], scan_files(ctx, big), strict=True))
         units: list[WorkUnit] = []
+        slot = 0  # a group, or one big file (all its ranges)
         group: list[str] = []
         group_bytes = 0
-        for entry in sorted(manifest.files, key=lambda f: f["path"]):
-            group.append(layout.landed_file(ctx.batch, entry["path"]))
-            group_bytes += entry["bytes"]
-            if group_bytes >= ctx.settings.land_unit_bytes:
-                units.append(WorkUnit(f"g{len(units):05d}", tuple(group)))
-                group, group_bytes = [], 0
+        for entry in files:
+            raw_rel = layout.landed_file(ctx.batch, entry["path"])
+            if entry["bytes"] <= unit_bytes:
+                group.append(raw_rel)
+                group_bytes += entry["bytes"]
+                if group_bytes < unit_bytes:
+                    continue
+                units.append(WorkUnit(f"g{slot:05d}", tuple(group)))
+            else:
+                if group:
+                    units.append(WorkUnit(f"g{slot:05d}", tuple(group)))
+                    slot += 1
+                ranges = ranges_of.get(entry["path"], ())
+                if len(ranges) > 1:
+                    units.extend(
+                        WorkUnit(f"g{slot:05d}r{k:03d}", (raw_rel,), span) for k, span in enumerate(ranges)
+                    )
+                else:
+                    units.append(WorkUnit(f"g{slot:05d}", (raw_rel,)))
+            slot += 1
+            group, group_bytes = [], 0
         if group:
-            units.append(WorkUnit(f"g{len(units):05d}", tuple(group)))
+            units.append(WorkUnit(f"g{slot:05d}", tuple(group)))
         return units
 
     def prepare(self, ctx: StageContext, units: list[WorkUnit], output_prefix: str) -> dict[str, str]:
@@ -88,6 +147,7 @@ class LandStage(Stage):
     def process(self, unit: UnitContext) -> UnitResult:
         by_path = {entry["path"]: entry for entry in unit.partition.side.data.files}
         claims: dict[str, str] = unit.prepared or {}
+        span = unit.unit.span
         records_in = 0
         extra: dict[str, Any] = {"bytes_in": 0, "files": 0, "cas_duplicate_files": 0, "cas_repaired_files": 0}
         media: list[dict[str, str]] = []
@@ -95,6 +155,12 @@ class LandStage(Stage):
             entry = by_path[layout.landed_rel_in_batch(raw_rel)]
             if entry["path"] in claims:  # read by media_land, not a document
                 media.append({"path": entry["path"], "as": claims[entry["path"]]})
+                continue
+            if isinstance(span, LineRange):
+                records_in += self._land_range(unit, raw_rel, entry, span, extra)
+                extra["bytes_in"] += span.end - span.start
+                extra["files"] += int(span.start == 0)  # a file counts once, in its first range
+                extra["line_range"] = {"file": entry["path"], "start": span.start, "end": span.end}
                 continue
             records_in += self._land_file(unit, raw_rel, entry, extra)
             extra["bytes_in"] += entry["bytes"]
@@ -109,7 +175,6 @@ class LandStage(Stage):
     ) -> int:
         """Copy one landed file into the CAS and parse it; returns its records in."""
         ctx = unit.partition
-        manifest: BatchManifest = ctx.side.data
         rel_in_batch, sha = entry["path"], entry["sha256"]
         with ctx.store.local_copy(raw_rel) as local:
             actual = sha256_file(local)
@@ -123,46 +188,117 @@ class LandStage(Stage):
                     text="",
                 )
                 return 1
-            stored = put_in_cas(ctx.store, local, sha, ctx.batch)
-            if stored != "stored":
-                extra[f"cas_{stored}_files"] += 1
-            records_in = 0
-            for item in iter_raw_records(local):
-                records_in += 1
-                if isinstance(item, RawReject):
-                    unit.reject(
-                        None,
-                        item.reason,
-                        {**item.details, "file": rel_in_batch},
-                        cas_hash=sha,
-                        record_index=item.record_index,
-                        text=item.raw_prefix,
-                    )
-                    continue
-                provenance = record_provenance(item.meta, manifest.license)
-                record = {
-                    "doc_id": make_doc_id(sha, item.record_index),
-                    "batch": ctx.batch,
-                    "source": manifest.source,
-                    "license": manifest.license,
-                    "namespace": manifest.namespace,
-                    "cas_hash": sha,
-                    "record_index": item.record_index,
-                    "url": item.url or f"cas://{sha}#{item.record_index}",
-                    "text": item.text or "",
-                    "lang": None,
-                    "lang_score": None,
-                    "quality_score": None,
-                    "pii_flags": None,
-                    "source_id": provenance.source_id,
-                    "record_license": provenance.record_license,
-                }
-                if provenance.conflict is not None:  # never relabelled with the batch's licence: quarantined
-                    details = {**provenance.conflict, "source_id": provenance.source_id, "file": rel_in_batch}
-                    unit.reject(record, LICENSE_CONFLICT, details)
-                    continue
-                unit.write(record)
+            self._store_in_cas(ctx, local, sha, extra)
+            return self._emit(unit, entry, iter_raw_records(local))
+
+    def _land_range(
+        self, unit: UnitContext, raw_rel: str, entry: dict[str, Any], span: LineRange, extra: dict[str, Any]
+    ) -> int:
+        """Parse one planned range of a file (the first range also stores the file); returns its records in."""
+        ctx = unit.partition
+        with ctx.store.local_copy(raw_rel) as local:
+            if span.start == 0:
+                expected, actual = entry["sha256"], sha256_file(local)
+            else:
+                expected, actual = span.sha256, range_sha256(local, span)
+            if actual != expected:  # the plan read verified bytes: these changed since
+                raise DamagedDataError(
+                    f"land[{ctx.batch}] unit {unit.unit.unit_id}: {entry['path']} bytes {span.start}-{span.end} "
+                    f"changed after the plan read them (sha256 {actual[:12]}, planned {expected[:12]}); "
+                    "run land again: a file that no longer matches its manifest is then quarantined"
+                )
+            if span.start == 0:
+                self._store_in_cas(ctx, local, entry["sha256"], extra)
+            items = iter_jsonl_range(
+                local, span, max_record_bytes=DEFAULT_MAX_RECORD_BYTES, text_field="text"
+            )
+            return self._emit(unit, entry, items)
+
+    @staticmethod
+    def _store_in_cas(ctx: StageContext, local: Path, sha: str, extra: dict[str, Any]) -> None:
+        stored = put_in_cas(ctx.store, local, sha, ctx.batch)
+        if stored != "stored":
+            extra[f"cas_{stored}_files"] += 1
+
+    def _emit(self, unit: UnitContext, entry: dict[str, Any], items: Iterable[RawRecord | RawReject]) -> int:
+        """Write the document records of one file's ``items`` (rejects and licence conflicts quarantined);
+        returns the records in."""
+        ctx = unit.partition
+        manifest: BatchManifest = ctx.side.data
+        rel_in_batch, sha = entry["path"], entry["sha256"]
+        records_in = 0
+        for item in items:
+            records_in += 1
+            if isinstance(item, RawReject):
+                unit.reject(
+                    None,
+                    item.reason,
+                    {**item.details, "file": rel_in_batch},
+                    cas_hash=sha,
+                    record_index=item.record_index,
+                    text=item.raw_prefix,
+                )
+                continue
+            provenance = record_provenance(item.meta, manifest.license)
+            record = {
+                "doc_id": make_doc_id(sha, item.record_index),
+                "batch": ctx.batch,
+                "source": manifest.source,
+                "license": manifest.license,
+                "namespace": manifest.namespace,
+                "cas_hash": sha,
+                "record_index": item.record_index,
+                "url": item.url or f"cas://{sha}#{item.record_index}",
+                "text": item.text or "",
+                "lang": None,
+                "lang_score": None,
+                "quality_score": None,
+                "pii_flags": None,
+                "source_id": provenance.source_id,
+                "record_license": provenance.record_license,
+            }
+            if provenance.conflict is not None:  # never relabelled with the batch's licence: quarantined
+                details = {**provenance.conflict, "source_id": provenance.source_id, "file": rel_in_batch}
+                unit.reject(record, LICENSE_CONFLICT, details)
+                continue
+            unit.write(record)
         return records_in
+
+
+def scan_files(ctx: StageContext, entries: list[dict[str, Any]]) -> list[tuple[LineRange, ...]]:
+    """``line_ranges`` of each landed file in ``entries``, several at a time (hashlib releases the GIL)."""
+    if not entries:
+        return []
+
+    def ranges(entry: dict[str, Any]) -> tuple[LineRange, ...]:
+        raw_rel = layout.landed_file(ctx.batch, entry["path"])
+        return line_ranges(ctx.store, raw_rel, entry, ctx.settings.land_unit_bytes)
+
+    with ThreadPoolExecutor(HASH_THREADS) as pool:
+        return list(pool.map(ranges, entries))
+
+
+def line_ranges(
+    store: ObjectStore, raw_rel: str, entry: dict[str, Any], unit_bytes: int
+) -> tuple[LineRange, ...]:
+    """The line-aligned ranges the landed file ``raw_rel`` is read in, or () when it is read whole: it is
+    not plain JSONL, not big enough for two ranges, holds no non-blank byte, or its bytes are not the
+    manifest's (its unit then quarantines it)."""
+    pieces = math.ceil(entry["bytes"] / max(unit_bytes, MIN_RANGE_BYTES))
+    if pieces < 2:
+        return ()
+    with store.open(raw_rel) as handle:
+        try:
+            fmt = detect_format(PurePosixPath(raw_rel).name, handle.read(HEAD_BYTES))
+        except UnsupportedFormat:
+            return ()
+        if fmt != JSONL:
+            return ()
+        handle.seek(0)
+        scan = scan_line_ranges(handle, entry["bytes"], pieces)
+    if scan.sha256 != entry["sha256"] or not scan.has_content:
+        return ()
+    return scan.ranges
 
 
 def put_in_cas(store: ObjectStore, local: Path, sha: str, batch: str) -> str:

@@ -35,7 +35,7 @@ class ArchiveError(Exception):
 
 
 class ByteStream(Protocol):
-    def read(self, size: int) -> bytes: ...
+    def read(self, size: int, /) -> bytes: ...
 
 
 def _gzip_reader(fileobj: BinaryIO) -> gzip.GzipFile:

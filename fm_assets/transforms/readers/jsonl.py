@@ -7,11 +7,12 @@ pointing at the raw line. A file with no non-blank line is rejected as ``empty_f
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .compressed import open_decoded
+from .compressed import ByteStream, open_decoded
 from .lines import Line, OversizedLine, StreamBreak, iter_lines
 from .types import (
     EMPTY_FILE,
@@ -25,7 +26,7 @@ from .types import (
     reject,
 )
 
-_BOM = b"\xef\xbb\xbf"
+BOM = b"\xef\xbb\xbf"
 _JSON_TYPE_NAMES = {
     list: "array",
     str: "string",
@@ -73,7 +74,7 @@ def record_from_line(line: Line, text_field: str) -> RawRecord | RawReject | Non
     """Parse one JSON line; None for a blank line."""
     data = line.data.removesuffix(b"\r")
     if line.index == 0:
-        data = data.removeprefix(_BOM)
+        data = data.removeprefix(BOM)
     if not data.strip():
         return None
     location = {"byte_offset": line.offset}
@@ -97,35 +98,57 @@ def record_from_line(line: Line, text_field: str) -> RawRecord | RawReject | Non
     return record_from_fields(line.index, value, data, text_field, location)
 
 
+@dataclass(slots=True)
+class LinesSeen:
+    """What ``iter_jsonl_lines`` read: lines (blank ones included), blank lines, and decoded bytes."""
+
+    lines: int = 0
+    blank: int = 0
+    decoded_bytes: int = 0
+
+
+def iter_jsonl_lines(
+    stream: ByteStream,
+    *,
+    max_record_bytes: int,
+    text_field: str,
+    first_line: int = 0,
+    first_offset: int = 0,
+) -> Generator[RawRecord | RawReject, None, LinesSeen | None]:
+    """Records and rejects of the JSON lines in ``stream``, numbered from line ``first_line`` at byte
+    ``first_offset`` of the file (a line-aligned slice reads as the whole file does); returns what it saw,
+    or None when the stream broke (the break is the last reject)."""
+    seen = LinesSeen(decoded_bytes=first_offset)
+    for item in iter_lines(stream, max_record_bytes, first_index=first_line, first_offset=first_offset):
+        if isinstance(item, Line):
+            seen.lines += 1
+            seen.decoded_bytes = item.offset + len(item.data)
+            result = record_from_line(item, text_field)
+            if result is None:
+                seen.blank += 1
+            else:
+                yield result
+        elif isinstance(item, OversizedLine):
+            seen.lines += 1
+            seen.decoded_bytes = item.offset + item.size
+            yield reject(
+                item.index, RECORD_TOO_LARGE, item.prefix,
+                size_bytes=item.size, max_record_bytes=max_record_bytes, byte_offset=item.offset,
+            )  # fmt: skip
+        elif isinstance(item, StreamBreak):
+            yield reject(
+                item.index, item.error.reason, item.partial,
+                error=str(item.error), byte_offset=item.offset, partial_line_bytes=item.partial_size,
+                lines_before_break=item.index,
+            )  # fmt: skip
+            return None
+    return seen
+
+
 def iter_jsonl(
     path: Path, fmt: str, *, max_record_bytes: int, text_field: str
 ) -> Iterator[RawRecord | RawReject]:
-    lines_seen = 0
-    blank_lines = 0
-    decoded_bytes = 0
     with open_decoded(path, fmt) as stream:
-        for item in iter_lines(stream, max_record_bytes):
-            if isinstance(item, Line):
-                lines_seen += 1
-                decoded_bytes = item.offset + len(item.data)
-                result = record_from_line(item, text_field)
-                if result is None:
-                    blank_lines += 1
-                else:
-                    yield result
-            elif isinstance(item, OversizedLine):
-                lines_seen += 1
-                decoded_bytes = item.offset + item.size
-                yield reject(
-                    item.index, RECORD_TOO_LARGE, item.prefix,
-                    size_bytes=item.size, max_record_bytes=max_record_bytes, byte_offset=item.offset,
-                )  # fmt: skip
-            elif isinstance(item, StreamBreak):
-                yield reject(
-                    item.index, item.error.reason, item.partial,
-                    error=str(item.error), byte_offset=item.offset, partial_line_bytes=item.partial_size,
-                    lines_before_break=item.index,
-                )  # fmt: skip
-                return
-    if lines_seen == blank_lines:
-        yield reject(0, EMPTY_FILE, b"", decoded_bytes=decoded_bytes, blank_lines=blank_lines, format=fmt)
+        seen = yield from iter_jsonl_lines(stream, max_record_bytes=max_record_bytes, text_field=text_field)
+    if seen is not None and seen.lines == seen.blank:
+        yield reject(0, EMPTY_FILE, b"", decoded_bytes=seen.decoded_bytes, blank_lines=seen.blank, format=fmt)

@@ -49,10 +49,17 @@ def _head(pieces: list[bytes]) -> bytes:
 
 
 def iter_lines(
-    stream: ByteStream, max_line_bytes: int, chunk_size: int = READ_CHUNK
+    stream: ByteStream,
+    max_line_bytes: int,
+    chunk_size: int = READ_CHUNK,
+    *,
+    first_index: int = 0,
+    first_offset: int = 0,
 ) -> Iterator[Line | OversizedLine | StreamBreak]:
-    index = 0
-    offset = 0  # offset of the current (pending) line
+    """Lines of ``stream``; indices and offsets count from ``first_index``/``first_offset`` (where the
+    stream starts in its file, for a line-aligned slice)."""
+    index = first_index
+    offset = first_offset  # offset of the current (pending) line
     pending: list[bytes] = []  # pieces of the current line while it still fits
     pending_size = 0
     skipping = False  # the current line is oversized: only its prefix is kept
