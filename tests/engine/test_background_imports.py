@@ -32,7 +32,9 @@ def test_idle_work_starts_once_when_the_driver_waits_on_workers_and_never_in_pro
         run_in_process(ModulesJob(), tasks, lambda t, m: None, lambda n: None)
         assert started == []  # units in this process: no idle time to fill
         for _ in range(2):
-            run_on_processes("modules[b]", dump_job(ModulesJob()), tasks, 2, lambda t, m: None, lambda n: None)
+            run_on_processes(
+                "modules[b]", dump_job(ModulesJob()), tasks, 2, lambda t, m: None, lambda n: None
+            )
     assert started == ["release imports"]
     with when_driver_waits(lambda: started.append("never")):
         pass
