@@ -14,7 +14,7 @@ from fm_assets.defs.partitions import BATCH_PARTITIONS_NAME
 from fm_assets.engine import progress
 from fm_assets.engine.background_imports import import_in_background
 from fm_assets.engine.landing import list_complete_batches, read_batch_manifest
-from fm_assets.engine.pool import resolve_workers, start_fork_server, when_driver_waits
+from fm_assets.engine.pool import resolve_workers, start_fork_server, start_workers, when_driver_waits
 from fm_assets.engine.store import ObjectStore
 from fm_assets.settings import Settings
 
@@ -41,16 +41,18 @@ class UnknownBatchError(ValueError):
 
 
 def warm_unit_workers(settings: Settings, store: ObjectStore, batches: list[str]) -> bool:
-    """Start the unit workers' fork server now when a batch will need worker processes (several workers, and
-    more landed bytes than one part holds, so its stages have several units): it imports the pipeline's
-    modules (seconds) while the Dagster run is set up and ``land`` runs, instead of inside the first stage
-    with several units. Call it after the definitions are built (they import every stage module)."""
+    """Start the unit workers' fork server and workers now when a batch will need worker processes (several
+    workers, and more landed bytes than one part holds, so its stages have several units): the server imports
+    the pipeline's modules (seconds) and forks the workers while the Dagster run is set up, instead of inside
+    the first stage with several units. Call it after the definitions are built (they import every stage
+    module)."""
     if settings.unit_executor != "local" or resolve_workers(settings.workers) < 2:
         return False
     landed = (sum(int(f["bytes"]) for f in read_batch_manifest(store, batch).files) for batch in batches)
     if not any(size > settings.land_part_bytes for size in landed):
         return False
     start_fork_server()
+    start_workers(resolve_workers(settings.workers))
     return True
 
 

@@ -120,6 +120,21 @@ def start_fork_server() -> None:
     multiprocessing.forkserver.ensure_running()  # returns once the server is spawned, not when it is ready
 
 
+def _ready() -> int:
+    return os.getpid()
+
+
+def start_workers(workers: int) -> None:
+    """Start the shared pool of ``workers`` processes now (after ``start_fork_server``), without waiting: they
+    are forked as soon as the fork server has imported its modules, while this process sets up its run, and
+    the first stage with several units finds them running. A no-op for fewer than 2 workers."""
+    if workers < 2 or can_start_processes() is not None:
+        return
+    with shared_pool(workers) as pool:
+        for _ in range(workers):  # each submit while none is idle starts one more worker process
+            pool.executor.submit(_ready)
+
+
 class UnitJob(Protocol):
     """What runs one unit: read its inputs, write its files, commit its marker (``commit=False``: verify)."""
 

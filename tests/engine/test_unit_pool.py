@@ -46,7 +46,10 @@ from fm_assets.engine.pool import (
     map_on_workers,
     resolve_workers,
     run_on_processes,
+    shared_pool,
+    shutdown_pools,
     spread_over,
+    start_workers,
 )
 from fm_assets.engine.records import UnitMarker
 from fm_assets.engine.run import (
@@ -426,3 +429,18 @@ def test_map_on_workers_runs_on_the_pool_only_inside_spread_over_and_keeps_item_
     assert os.getpid() not in {pid for pid, _ in spread}
     with spread_over(1):
         assert {pid for pid, _ in map_on_workers(pid_and_square, items)} == {os.getpid()}
+
+
+def test_start_workers_forks_the_pool_before_any_unit_and_the_units_reuse_it() -> None:
+    shutdown_pools()
+    start_workers(3)
+    with shared_pool(3) as pool:
+        deadline = time.monotonic() + 120
+        while len(pool.executor._processes) < 3 and time.monotonic() < deadline:  # forked without waiting
+            time.sleep(0.05)
+        started = set(pool.executor._processes)
+    assert len(started) == 3
+    with spread_over(3):
+        ran_on = {pid for pid, _ in map_on_workers(pid_and_square, list(range(12)))}
+    assert ran_on <= started
+    shutdown_pools()
