@@ -1,6 +1,6 @@
-"""A near-dup batch below ``local_max_docs`` runs in-process without importing pyspark: directly
-(``run_near_dedup`` against a prior index) and as the near_dedup stage after the text chain, each in a fresh
-interpreter, so a host without pyspark can run it. The Spark path's equality with it is tests/spark/."""
+"""A near-dup batch below ``local_max_docs`` runs in-process without importing pyspark, each case in a fresh
+interpreter: ``run_near_dedup`` against a prior index, and the near_dedup stage after the text chain with
+pyspark and py4j unimportable, as on a host without them. Its equality with the Spark path: tests/spark/."""
 
 from __future__ import annotations
 
@@ -81,6 +81,8 @@ def test_run_near_dedup_in_process_imports_no_pyspark(tmp_path: Path) -> None:
 
 _STAGE = """
     import json, sys
+    blocked = {"pyspark", "py4j"}
+    sys.modules.update(dict.fromkeys(blocked))  # as on a host without them: importing either raises
     sys.path[:0] = [sys.argv[1], sys.argv[1] + "/engine"]
     from pathlib import Path
     from pool_helpers import land_planted, run_chain, settings, side_resources
@@ -93,7 +95,7 @@ _STAGE = """
     )
     near = outcomes["near_dedup"].success
     print(json.dumps({
-        "spark_modules": sorted({m.split(".")[0] for m in sys.modules} & {"pyspark", "py4j"}),
+        "spark_modules": sorted(m for m, mod in sys.modules.items() if mod and m.split(".")[0] in blocked),
         "engine": near.artifacts["stats"]["engine"],
         "rejected": near.counts.records_rejected,
         "records_in": near.counts.records_in,
