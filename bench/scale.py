@@ -14,8 +14,10 @@ commit), unit seconds (the sum of every unit's own wall), units, where they ran,
 ``driver / (driver + unit seconds)`` and an Amdahl projection of the stage to 16 / 64 / 512 cores
 (``driver + unit seconds / n``, capped by the unit count). The run's own fixed cost (Dagster run set-up,
 event writes, release, views: the run's wall minus its stages' walls) is reported as ``outside_stages_s``
-and counted as serial in the whole-run projection. A host without pyspark runs near_dedup disabled and a
-host without lance skips the Lance views; both are named in ``notes``.
+and counted as serial in the whole-run projection. A host without pyspark runs near_dedup in-process, as any
+host does while a batch plus its earlier batches stay under ``local_max_docs`` (the in-process path imports no
+pyspark); only a root over that limit, whose near_dedup would need Spark, runs it as a pass-through. A host
+without lance skips the Lance views. What was skipped is named in ``notes``.
 
 Every pipeline run is a fresh ``fm run`` process on a new root (the tokenizer is pinned from a file trained
 once up front, so BPE training is not measured). The 1 vs 2 worker comparison first runs a small batch of
@@ -93,25 +95,39 @@ def train_tokenizer(workdir: Path, docs: list[dict]) -> Path:
     return out
 
 
-def optional_parts() -> tuple[dict[str, str], list[str]]:
-    """Settings that skip what this host cannot run (no pyspark: near_dedup off; no lance: no Lance views)."""
+def optional_parts(docs: int = 0) -> tuple[dict[str, str], list[str]]:
+    """Settings that skip what this host cannot run in a root of at most ``docs`` documents (all batches):
+    without pyspark, near_dedup only where a batch plus its earlier batches can reach ``local_max_docs``
+    (its Spark path); without lance, the Lance views."""
+    from fm_assets.transforms.dedup.near_dup.config import NearDedupConfig
+
     env: dict[str, str] = {}
     notes = []
     if importlib.util.find_spec("pyspark") is None:
-        env["FM_NEAR_DEDUP"] = "false"
-        notes.append("pyspark is not installed: near_dedup ran as a pass-through (not measured)")
+        limit = NearDedupConfig().local_max_docs
+        if docs >= limit:
+            env["FM_NEAR_DEDUP"] = "false"
+            notes.append(
+                f"pyspark is not installed and a root holds {docs} >= local_max_docs ({limit}) documents: "
+                "near_dedup ran as a pass-through there (not measured)"
+            )
+        else:
+            notes.append(
+                "pyspark is not installed: near_dedup ran in-process (every batch under local_max_docs)"
+            )
     if importlib.util.find_spec("lance") is None:
         notes.append("lance is not installed: the Lance views were not written (not measured)")
     return env, notes
 
 
-def fm_env(root: Path, tokenizer: Path, workers: int) -> dict[str, str]:
+def fm_env(root: Path, tokenizer: Path, workers: int, docs: int = 0) -> dict[str, str]:
+    """The environment of every ``fm`` command on ``root``, which will hold ``docs`` documents in all."""
     # Python's bytecode cache on, as on a default install: a host that sets PYTHONDONTWRITEBYTECODE would
     # otherwise recompile the project's ~200 modules (they are not installed as compiled files) in every run
     inherited = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     return {
         **inherited,
-        **optional_parts()[0],
+        **optional_parts(docs)[0],
         "FM_ROOT": str(root),
         "DAGSTER_HOME": str(root / "dagster_home"),
         "FM_TOKENIZER_FILE": str(tokenizer),
@@ -284,7 +300,7 @@ def pipeline_case(
     given: only the measured batch's run is timed and split)."""
     root = workdir / "roots" / name
     subprocess.run(["rm", "-rf", str(root)], check=True)
-    env = fm_env(root, tokenizer, workers)
+    env = fm_env(root, tokenizer, workers, len(docs) + len(warm_docs or []))
     if warm_docs:
         write_corpus(workdir / "corpora" / f"{name}-warm.jsonl", warm_docs)
         run_pipeline(root, env, land(root, workdir / "corpora" / f"{name}-warm.jsonl", "warm-up", env))
@@ -402,9 +418,9 @@ def main() -> None:
     workdir.mkdir(parents=True, exist_ok=True)
 
     packages = tuple(p for p in args.packages.split(",") if p)
-    notes = optional_parts()[1]
     if args.workers_only:
         docs = load_docs(workdir, None, packages)
+        notes = optional_parts(len(docs))[1]  # every root of this mode holds the whole corpus
         tokenizer = train_tokenizer(workdir, docs)
         result = {
             "load": os.getloadavg(),
@@ -416,12 +432,15 @@ def main() -> None:
         return
     if args.peer_only:
         docs = load_docs(workdir, None, packages)
+        notes = optional_parts(len(docs))[1]
         tokenizer = train_tokenizer(workdir, docs)
         json.dump({"load": os.getloadavg(), "notes": notes, **peer_case(workdir, docs, tokenizer, args.reps)},
                   sys.stdout, indent=2)  # fmt: skip
         sys.stdout.write("\n")
         return
     docs = load_docs(workdir, args.docs_per_package, packages)
+    largest_root = max(len(docs), len(docs) // 4 + 100)  # growth_4x's, or growth_1x's with the small batch
+    notes = optional_parts(largest_root)[1]
     tokenizer = train_tokenizer(workdir, docs)
     quarter = len(docs) // 4
     growth = {f"{k}x": pipeline_case(workdir, f"growth_{k}x", docs[: quarter * k], tokenizer, workers=2)
@@ -432,7 +451,7 @@ def main() -> None:
     # a 100-doc batch landed into a root whose earlier batch already ran (warm: tokenizer pinned, caches hot),
     # run the way the sensor runs it: that partition, then the release
     warm_root = workdir / "roots" / "growth_1x"
-    env = fm_env(warm_root, tokenizer, 2)
+    env = fm_env(warm_root, tokenizer, 2, quarter + 100)
     write_corpus(workdir / "corpora" / "small.jsonl", docs[-100:])
     small_batch = land(warm_root, workdir / "corpora" / "small.jsonl", "small-batch", env)
     small = run_pipeline(warm_root, env, small_batch)

@@ -1,4 +1,5 @@
-"""near_dedup: MinHash LSH near-duplicate removal on Spark, against this batch and every earlier one.
+"""near_dedup: MinHash LSH near-duplicate removal, against this batch and every earlier one: in-process
+below ``NearDedupConfig.local_max_docs`` documents (no pyspark imported, no JVM), on Spark above.
 
 Each batch leaves ``band_index/`` (the LSH bands and signatures of the documents it kept); a later batch is
 deduplicated against the band indexes of all earlier batches, whose data versions are in its key. In-process
@@ -31,7 +32,10 @@ class NearDedupStage(SparkRemovalStage):
     name = "near_dedup"
     code_version = "near-dedup-v2"
     upstream = "blocklist"
-    description = "MinHash LSH near-dup dedup on Spark with a persistent cross-batch band index."
+    description = (
+        "MinHash LSH near-dup dedup (in-process for small batches, Spark above) with a persistent "
+        "cross-batch band index."
+    )
 
     def dedup_config(self, ctx: StageContext) -> NearDedupConfig:
         return NearDedupConfig(threshold=ctx.settings.near_dedup_threshold)
@@ -51,7 +55,8 @@ class NearDedupStage(SparkRemovalStage):
         return SideInputs({f"near_dedup:{p.batch}": p.data_version for p in priors}, priors)
 
     def removals(self, ctx: StageContext, local_parts: list[str], output_prefix: str) -> RemovalDecision:
-        from fm_assets.transforms.dedup.near_dup.job import run_near_dedup  # pyspark: imported where it runs
+        # imported here (numpy/pyarrow); pyspark only if run_near_dedup picks the Spark path
+        from fm_assets.transforms.dedup.near_dup.job import run_near_dedup
 
         priors: list[PriorOutput] = ctx.side.data
         store = ctx.store

@@ -15,7 +15,7 @@ released earlier), then the highest quality (text: ``quality_score``, NaN above 
 Spark's descending order puts them; images: pixel count), then the smallest node. :func:`survivor_key` is the
 rule as a Spark sort key, :func:`survivors_in_process` the same key in numpy.
 
-Users: text near-dup on Spark (``near_dup.job``, ``near_dup.survivors.judge_losers``) and in-process
+Users: text near-dup on Spark (``near_dup.job``, ``near_dup.survivors_spark.judge_losers``) and in-process
 (``near_dup.local``), and image near-dup (``image_near_dup``, in-process after its Spark or local pair join).
 """
 

@@ -5,9 +5,10 @@ id above that, never a pair of two prior documents. Scoring is exact n-gram Jacc
 are in this batch and ``verify_exact``, otherwise the MinHash estimate (prior documents keep only
 their signature).
 
-Each step has a Spark form (DataFrames) and an in-process form for small batches (:mod:`.local`):
-:func:`bucket_pairs` is :func:`candidate_pairs` on numpy arrays, and both score through the same
-:func:`similarity_batches` (the in-process path through :func:`score_pairs`).
+This module is the Arrow/numpy half (no pyspark): :func:`bucket_pairs` (the in-process path's pairs) and the
+scoring both paths share, :func:`similarity_batches` (Spark maps it; the in-process path calls it through
+:func:`score_pairs`). The Spark half, ``candidates_spark``, has the DataFrame forms: ``candidate_pairs`` is
+:func:`bucket_pairs` on Spark.
 """
 
 from __future__ import annotations
@@ -17,78 +18,14 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from fm_assets.transforms.dedup.minhash import estimate_jaccard, exact_jaccard_of_nodes, exact_jaccard_pairs
 from fm_assets.transforms.dedup.near_dup.config import NearDedupConfig
-from fm_assets.transforms.dedup.near_dup.index import PRIOR_BANDS_SCHEMA, PRIOR_SIGS_SCHEMA
 
-_BROADCAST_MAX_DOCS = 200_000  # batches up to this size are broadcast against the prior index
-
-_SIM_SCHEMA = T.StructType(
-    [
-        T.StructField("a", T.StringType()),
-        T.StructField("b", T.StringType()),
-        T.StructField("similarity", T.DoubleType()),
-        T.StructField("exact", T.BooleanType()),
-    ]
+# what scoring returns per pair, on both paths (Spark maps similarity_batches into this schema)
+SIM_SCHEMA = pa.schema(
+    [("a", pa.string()), ("b", pa.string()), ("similarity", pa.float64()), ("exact", pa.bool_())]
 )
-
-
-def prior_index(
-    spark: SparkSession, prior_index_paths: list[str], batch_bands: DataFrame, hashed: DataFrame, n_docs: int
-) -> tuple[DataFrame, DataFrame]:
-    """Prior band entries in this batch's buckets (prior=True) and prior nodes (text null).
-
-    Entries of a document that is also in this batch are dropped: a batch (wrongly) listed among its
-    own priors must not dedup against itself. Small batches are broadcast, so the growing prior index
-    is filtered where it is read instead of being shuffled.
-    """
-    prior_bands = spark.read.schema(PRIOR_BANDS_SCHEMA).parquet(*[f"{p}/bands" for p in prior_index_paths])
-    prior_sigs = spark.read.schema(PRIOR_SIGS_SCHEMA).parquet(*[f"{p}/signatures" for p in prior_index_paths])
-    buckets = batch_bands.select("band", "band_hash")
-    batch_ids = hashed.select("doc_id")
-    if n_docs <= _BROADCAST_MAX_DOCS:
-        buckets, batch_ids = F.broadcast(buckets), F.broadcast(batch_ids)
-    bands = (
-        prior_bands.join(buckets, ["band", "band_hash"], "left_semi")
-        .join(batch_ids, "doc_id", "left_anti")
-        .select("band", "band_hash", "doc_id", F.lit(True).alias("prior"))
-    )
-    nodes = prior_sigs.join(batch_ids, "doc_id", "left_anti").select(
-        "doc_id",
-        "quality_score",
-        "signature",
-        F.lit(None).cast("string").alias("text"),
-        F.lit(True).alias("prior"),
-    )
-    return bands, nodes
-
-
-def candidate_pairs(bands: DataFrame, max_bucket_pairs: int) -> DataFrame:
-    """Distinct (a, b) with a < b sharing a band bucket; never two prior documents.
-
-    One group-by builds each bucket's sorted member list; pairs are generated in the same projection
-    (all pairs up to ``max_bucket_pairs`` members, else a star on the smallest id).
-    """
-    members = "sort_array(collect_list(struct(doc_id, prior)))"
-    all_pairs = (
-        "flatten(transform(sequence(0, size(m) - 2), i -> "
-        "transform(sequence(i + 1, size(m) - 1), j -> struct(m[i] as x, m[j] as y))))"
-    )
-    star = "transform(slice(m, 2, size(m) - 1), y -> struct(m[0] as x, y as y))"
-    pairs_expr = f"CASE WHEN size(m) <= {int(max_bucket_pairs)} THEN {all_pairs} ELSE {star} END"
-    return (
-        bands.groupBy("band", "band_hash")
-        .agg(F.expr(members).alias("m"))
-        .where(F.expr("size(m) > 1 AND exists(m, e -> NOT e.prior)"))
-        .select(F.explode(F.expr(pairs_expr)).alias("p"))
-        .where(~(F.col("p.x.prior") & F.col("p.y.prior")))
-        .select(F.col("p.x.doc_id").alias("a"), F.col("p.y.doc_id").alias("b"))
-        .distinct()
-    )
 
 
 def similarity_batches(
@@ -123,33 +60,16 @@ def similarity_batches(
                     exact[idx] = True
             yield pa.RecordBatch.from_arrays(
                 [batch.column("a"), batch.column("b"), pa.array(similarity), pa.array(exact)],
-                names=["a", "b", "similarity", "exact"],
+                names=SIM_SCHEMA.names,
             )
 
     return compute
 
 
-def similarities(pairs: DataFrame, nodes: DataFrame, config: NearDedupConfig) -> DataFrame:
-    """Attach each side's signature and text (null for prior documents) and score each pair.
-
-    ``nodes`` has doc_id, signature, text; one join per side keeps the shuffles to two.
-    """
-    node = nodes.select("doc_id", "signature", "text")
-    side_a = node.select(
-        F.col("doc_id").alias("a"), F.col("signature").alias("sig_a"), F.col("text").alias("text_a")
-    )
-    side_b = node.select(
-        F.col("doc_id").alias("b"), F.col("signature").alias("sig_b"), F.col("text").alias("text_b")
-    )
-    joined = pairs.join(side_a, "a").join(side_b, "b")
-    columns = ["a", "b", "sig_a", "sig_b", "text_a", "text_b"]
-    return joined.select(*columns).mapInArrow(similarity_batches(config), _SIM_SCHEMA)
-
-
 def bucket_pairs(
     band: np.ndarray, band_hash: np.ndarray, member: np.ndarray, prior: np.ndarray, max_bucket_pairs: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`candidate_pairs` in-process: distinct (a, b) node numbers with a < b sharing a bucket.
+    """``candidates_spark.candidate_pairs`` in-process: distinct (a, b) node numbers with a < b sharing a bucket.
 
     ``member`` numbers the nodes in ``doc_id`` order (unique), so sorting a bucket by it is Spark's
     ``sort_array(collect_list(struct(doc_id, prior)))``; the same all-pairs / star rule and the same

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 DOCS_SCHEMA = pa.schema([("doc_id", pa.string()), ("text", pa.string()), ("quality_score", pa.float32())])
@@ -26,7 +27,7 @@ def _is_number(t: pa.DataType) -> bool:
 
 
 def read_docs_arrow(docs_parquet: list[str]) -> pa.Table:
-    """``signatures.read_docs`` in-process: doc_id, text (string), quality_score (float32, null if absent)."""
+    """``signatures_spark.read_docs`` in-process: doc_id, text (string), quality_score (float32, null if absent)."""
     schemas = [pq.read_schema(p) for p in docs_parquet]
     with_quality = {"quality_score" in s.names for s in schemas}
     if len(with_quality) > 1:
@@ -59,3 +60,8 @@ def read_docs_arrow(docs_parquet: list[str]) -> pa.Table:
     if pc.count_distinct(ids).as_py() != docs.num_rows:
         raise LocalUnsupported("duplicate doc_id in the batch")
     return docs
+
+
+def count_rows(docs_parquet: list[str]) -> int:
+    """Rows of the input files from their parquet footers (what picks the engine; no Spark job)."""
+    return ds.dataset(docs_parquet, format="parquet").count_rows()

@@ -7,10 +7,11 @@ It holds one batch's kept, non-empty documents only. Rows go to part ``xxhash64(
 (band_hash for bands, doc_id for signatures) and are sorted inside each file, so the
 same inputs give byte-identical parquet files; the folder appears atomically (temp folder + rename).
 
-Two writers produce the same bytes: :func:`write_index` (a Spark DataFrame; parts by Spark's ``xxhash64``,
-files written from executors) and :func:`write_index_arrow` (an Arrow table in-process; parts by
-:func:`spark_xxhash64`, Spark's function in numpy). Both go through :func:`_write_part` and :func:`_publish`,
-so the files, their names, the empty parts and ``_SUCCESS.json`` cannot differ; either path reads both.
+Two writers produce the same bytes: :func:`write_index_arrow` here (an Arrow table in-process; parts by
+:func:`spark_xxhash64`, Spark's function in numpy) and ``index_spark.write_index`` (a Spark DataFrame; parts
+by Spark's ``xxhash64``, files written from executors). Both go through :func:`write_part` and :func:`publish`
+with the schemas declared here, so the files, their names, the empty parts and ``_SUCCESS.json`` cannot
+differ; either path reads both. This module imports no pyspark.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -27,46 +28,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import xxhash
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from fm_assets.transforms.dedup.near_dup.config import NearDedupConfig
 
-PRIOR_BANDS_SCHEMA = T.StructType(
-    [
-        T.StructField("band", T.IntegerType()),
-        T.StructField("band_hash", T.LongType()),
-        T.StructField("doc_id", T.StringType()),
-    ]
+# the index files' schemas (the Spark path reads them as ``spark_schema.spark_schema`` of these)
+BANDS_ARROW_SCHEMA = pa.schema([("band", pa.int32()), ("band_hash", pa.int64()), ("doc_id", pa.string())])
+SIGS_ARROW_SCHEMA = pa.schema(
+    [("doc_id", pa.string()), ("quality_score", pa.float32()), ("signature", pa.binary())]
 )
-PRIOR_SIGS_SCHEMA = T.StructType(
-    [
-        T.StructField("doc_id", T.StringType()),
-        T.StructField("quality_score", T.FloatType()),
-        T.StructField("signature", T.BinaryType()),
-    ]
-)
-
-_PART = "_part"
-
-_ARROW_TYPES = {
-    T.StringType: pa.string(),
-    T.LongType: pa.int64(),
-    T.IntegerType: pa.int32(),
-    T.FloatType: pa.float32(),
-    T.BinaryType: pa.binary(),
-}
-
-
-def _arrow_schema(schema: T.StructType) -> pa.Schema:
-    return pa.schema([pa.field(f.name, _ARROW_TYPES[type(f.dataType)]) for f in schema.fields])
-
-
-BANDS_ARROW_SCHEMA = _arrow_schema(PRIOR_BANDS_SCHEMA)
-SIGS_ARROW_SCHEMA = _arrow_schema(PRIOR_SIGS_SCHEMA)
-_BANDS_ORDER = ["band", "band_hash", "doc_id"]
-_SIGS_ORDER = ["doc_id"]
+PART_COLUMN = "_part"  # the part a row goes to, while the writers sort rows into files
+BANDS_ORDER = ["band", "band_hash", "doc_id"]  # row order inside a bands file
+SIGS_ORDER = ["doc_id"]
 
 # Spark's XxHash64 (org.apache.spark.sql.catalyst.expressions.XxHash64): standard XXH64, seed 42
 _SPARK_HASH_SEED = 42
@@ -114,7 +86,7 @@ def part_of(keys: pa.Array | pa.ChunkedArray, partitions: int) -> np.ndarray:
     return np.mod(spark_xxhash64(keys), partitions).astype(np.int32)
 
 
-def _write_part(folder: Path, part: int, table: pa.Table) -> None:
+def write_part(folder: Path, part: int, table: pa.Table) -> None:
     """One whole part as ``part-<part>.parquet``: pyarrow is byte-deterministic for the same rows."""
     target = folder / f"part-{part:05d}.parquet"
     temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}")
@@ -122,84 +94,24 @@ def _write_part(folder: Path, part: int, table: pa.Table) -> None:
     os.replace(temp, target)
 
 
-def _part_writer(
-    folder: str, schema: pa.Schema
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """mapInArrow body: rows arrive sorted by ``_part``; write each part's rows as one file.
-
-    Spark's own parquet writer orders page encodings by JVM hash codes, which differ between JVMs.
-    A Spark partition may hold several parts (hash collisions) or none; which one does not matter.
-    """
-
-    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        pending: list[pa.RecordBatch] = []
-        current: int | None = None
-        written: list[tuple[int, int]] = []
-
-        def flush() -> None:
-            if current is not None:
-                table = pa.Table.from_batches(pending, schema=schema).combine_chunks()
-                _write_part(Path(folder), current, table)
-                written.append((current, table.num_rows))
-
-        for batch in batches:
-            parts = np.asarray(batch.column(_PART))
-            rows = batch.drop_columns([_PART]).cast(schema)
-            bounds = np.flatnonzero(np.diff(parts)) + 1
-            for begin, end in zip([0, *bounds], [*bounds, len(parts)], strict=True):
-                if end == begin:
-                    continue
-                if parts[begin] != current:
-                    flush()
-                    pending, current = [], int(parts[begin])
-                pending.append(rows.slice(begin, end - begin))
-        flush()
-        yield pa.RecordBatch.from_pydict(
-            {"part": [p for p, _ in written], "rows": [r for _, r in written]},
-            schema=pa.schema([("part", pa.int32()), ("rows", pa.int64())]),
-        )
-
-    return write
-
-
-def _write_deterministic(df: DataFrame, path: Path, partitions: int, key: str, order: list[str]) -> int:
-    """``partitions`` files ``part-NNNNN.parquet``: rows hashed on ``key`` to a part, sorted by ``order``.
-
-    The part is a column, not Spark's partition number, so adaptive execution (which may coalesce or
-    skip a shuffle) cannot change which row lands in which file. Parts without rows get empty files.
-    """
-    path.mkdir(parents=True, exist_ok=True)
-    schema = _arrow_schema(df.schema)
-    with_part = df.withColumn(_PART, F.pmod(F.xxhash64(key), F.lit(partitions)).cast("int"))
-    written = (
-        with_part.repartition(partitions, _PART)
-        .sortWithinPartitions(_PART, *order)
-        .mapInArrow(_part_writer(str(path), schema), "part int, rows long")
-        .collect()
-    )
-    for part in sorted(set(range(partitions)) - {row["part"] for row in written}):
-        _write_part(path, part, schema.empty_table())
-    return sum(int(row["rows"]) for row in written)
-
-
 def _write_arrow_parts(table: pa.Table, path: Path, partitions: int, key: str, order: list[str]) -> int:
-    """The in-process twin of :func:`_write_deterministic`: same parts, same row order, same files."""
+    """The in-process twin of ``index_spark.write_deterministic``: same parts, same row order, same files."""
     path.mkdir(parents=True, exist_ok=True)
     parts = part_of(table.column(key), partitions)
-    with_part = table.append_column(_PART, pa.array(parts, pa.int32()))
-    ordered = with_part.take(pc.sort_indices(with_part, [(c, "ascending") for c in [_PART, *order]]))
-    parts_sorted = np.asarray(ordered.column(_PART))
-    rows = ordered.drop_columns([_PART])
+    with_part = table.append_column(PART_COLUMN, pa.array(parts, pa.int32()))
+    ordered = with_part.take(pc.sort_indices(with_part, [(c, "ascending") for c in [PART_COLUMN, *order]]))
+    parts_sorted = np.asarray(ordered.column(PART_COLUMN))
+    rows = ordered.drop_columns([PART_COLUMN])
     bounds = np.searchsorted(parts_sorted, np.arange(partitions + 1))
     for part in range(partitions):
         begin, end = int(bounds[part]), int(bounds[part + 1])
         # as the Spark writer does: an empty part is the schema's empty table, a full one a single chunk
         chunk = rows.schema.empty_table() if end == begin else rows.slice(begin, end - begin).combine_chunks()
-        _write_part(path, part, chunk)
+        write_part(path, part, chunk)
     return table.num_rows
 
 
-def _publish(out: Path, config: NearDedupConfig, fill: Callable[[Path], int]) -> int:
+def publish(out: Path, config: NearDedupConfig, fill: Callable[[Path], int]) -> int:
     """Build the index in a scratch folder (``fill`` writes bands/ and signatures/, returns the
     document count), add ``_SUCCESS.json`` and move it to ``out`` in one rename."""
     scratch = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex}"
@@ -212,22 +124,6 @@ def _publish(out: Path, config: NearDedupConfig, fill: Callable[[Path], int]) ->
         shutil.rmtree(out)
     os.replace(scratch, out)
     return documents
-
-
-def write_index(kept: DataFrame, out: Path, config: NearDedupConfig) -> int:
-    """The index of ``kept`` (doc_id, quality_score, signature, bands) from Spark."""
-
-    def fill(scratch: Path) -> int:
-        band_rows = kept.select(F.posexplode("bands").alias("band", "band_hash"), "doc_id").select(
-            F.col("band").cast("int"), "band_hash", "doc_id"
-        )
-        _write_deterministic(band_rows, scratch / "bands", config.index_partitions, "band_hash", _BANDS_ORDER)
-        signatures = kept.select("doc_id", "quality_score", "signature")
-        return _write_deterministic(
-            signatures, scratch / "signatures", config.index_partitions, "doc_id", _SIGS_ORDER
-        )
-
-    return _publish(out, config, fill)
 
 
 def explode_bands(bands: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -244,7 +140,7 @@ def explode_bands(bands: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.nda
 
 def write_index_arrow(kept: pa.Table, out: Path, config: NearDedupConfig) -> int:
     """The index of ``kept`` (doc_id, quality_score, signature, bands: list<int64>) in-process;
-    byte-identical to :func:`write_index` on the same rows."""
+    byte-identical to ``index_spark.write_index`` on the same rows."""
 
     def fill(scratch: Path) -> int:
         band, band_hash, parent = explode_bands(kept.column("bands"))
@@ -255,13 +151,13 @@ def write_index_arrow(kept: pa.Table, out: Path, config: NearDedupConfig) -> int
                 "doc_id": kept.column("doc_id").take(parent),
             }
         ).cast(BANDS_ARROW_SCHEMA)
-        _write_arrow_parts(band_rows, scratch / "bands", config.index_partitions, "band_hash", _BANDS_ORDER)
+        _write_arrow_parts(band_rows, scratch / "bands", config.index_partitions, "band_hash", BANDS_ORDER)
         signatures = kept.select(SIGS_ARROW_SCHEMA.names).cast(SIGS_ARROW_SCHEMA)
         return _write_arrow_parts(
-            signatures, scratch / "signatures", config.index_partitions, "doc_id", _SIGS_ORDER
+            signatures, scratch / "signatures", config.index_partitions, "doc_id", SIGS_ORDER
         )
 
-    return _publish(out, config, fill)
+    return publish(out, config, fill)
 
 
 def read_index_arrow(prior_index_paths: list[str]) -> tuple[pa.Table, pa.Table]:

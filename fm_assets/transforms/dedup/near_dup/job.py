@@ -2,17 +2,19 @@
 
 A small call (this batch's documents plus the prior indexes' documents below
 ``NearDedupConfig.local_max_docs``) runs in-process (:mod:`.local`: numpy/pyarrow, no JVM, the same
-output byte for byte); anything larger runs on Spark. This module orchestrates the Spark path (all
-distributed; only the removed-documents table comes back to the driver):
+output byte for byte); anything larger runs on Spark. Importing this module, and a call that runs
+in-process, imports no pyspark: :func:`run_spark_near_dedup` imports it and the Spark halves of the steps
+(the ``*_spark`` modules) when it runs. It orchestrates the Spark path (all distributed; only the
+removed-documents table comes back to the driver):
 
-1. signatures per Arrow batch and band hashes per document (:mod:`.signatures`);
+1. signatures per Arrow batch and band hashes per document (:mod:`.signatures_spark`);
 2. candidate pairs from band buckets over this batch's bands plus the matching entries of the prior
    band index, scored by exact n-gram Jaccard or the MinHash estimate; edges need
-   ``similarity >= threshold`` (:mod:`.candidates`);
+   ``similarity >= threshold`` (:mod:`.candidates_spark`);
 3. connected components over the edges (``clusters.connected_components``);
 4. the survivor of each component (the ``clusters`` rule) and the removed documents of this batch
-   (:mod:`.survivors`);
-5. this batch's kept, non-empty documents written as its band index (:mod:`.index`).
+   (:mod:`.survivors_spark`, :mod:`.survivors`);
+5. this batch's kept, non-empty documents written as its band index (:mod:`.index_spark`).
 
 Documents without any token (empty, only punctuation) have no signature: they are kept and counted.
 """
@@ -22,31 +24,25 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
-from pyspark import StorageLevel
-from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
-from fm_assets.transforms.dedup.clusters import connected_components
-from fm_assets.transforms.dedup.near_dup.candidates import candidate_pairs, prior_index, similarities
 from fm_assets.transforms.dedup.near_dup.config import NearDedupConfig
-from fm_assets.transforms.dedup.near_dup.index import indexed_documents, write_index
+from fm_assets.transforms.dedup.near_dup.docs import count_rows
+from fm_assets.transforms.dedup.near_dup.index import indexed_documents
 from fm_assets.transforms.dedup.near_dup.local import LocalUnsupported, run_local_near_dedup
 from fm_assets.transforms.dedup.near_dup.outcome import Engine, NearDedupOutcome, Phases, outcome_stats
-from fm_assets.transforms.dedup.near_dup.signatures import (
-    SIG_SCHEMA,
-    count_rows,
-    read_docs,
-    signature_batches,
-)
-from fm_assets.transforms.dedup.near_dup.survivors import judge_losers, removed_table
+from fm_assets.transforms.dedup.near_dup.survivors import removed_table
+
+if TYPE_CHECKING:  # pyspark is imported by run_spark_near_dedup, never by the in-process path
+    from pyspark.sql import SparkSession
+
+    SparkSource = SparkSession | Callable[[], SparkSession]
 
 __all__ = ["NearDedupConfig", "NearDedupOutcome", "choose_engine", "run_near_dedup"]
 
 logger = logging.getLogger(__name__)
-
-SparkSource = SparkSession | Callable[[], SparkSession]
 
 
 def choose_engine(n_docs: int, prior_index_paths: list[str], config: NearDedupConfig) -> Engine:
@@ -104,13 +100,26 @@ def run_spark_near_dedup(
     judged non-survivors (1); the index (2). Row counts come from parquet footers and the outputs.
     (Adaptive execution runs each shuffle of an action as its own job, so the UI shows ~35-40 jobs.)
     """
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    from fm_assets.transforms.dedup.clusters import connected_components
+    from fm_assets.transforms.dedup.near_dup.candidates_spark import (
+        candidate_pairs,
+        prior_index,
+        similarities,
+    )
+    from fm_assets.transforms.dedup.near_dup.index_spark import write_index
+    from fm_assets.transforms.dedup.near_dup.signatures_spark import read_docs, signature_rows
+    from fm_assets.transforms.dedup.near_dup.survivors_spark import judge_losers
+
     phases = Phases()
     lap = phases.lap
     bands, rows = config.lsh()
     docs = read_docs(spark, docs_parquet)
     n_docs = count_rows(docs_parquet) if n_docs is None else n_docs
 
-    sigs = docs.mapInArrow(signature_batches(config, bands, rows), SIG_SCHEMA).localCheckpoint(eager=True)
+    sigs = signature_rows(docs, config, bands, rows).localCheckpoint(eager=True)
     lap("signatures")
     hashed = sigs.where(F.col("n_shingles") > 0)
 
@@ -128,6 +137,7 @@ def run_spark_near_dedup(
         F.count(F.lit(1)).alias("pairs"),
         F.count(F.when(F.col("similarity") >= config.threshold, 1)).alias("edges"),
     ).first()
+    assert counts is not None  # a global aggregate has exactly one row
     n_candidates, n_edges = int(counts["pairs"]), int(counts["edges"])
     lap("candidates_verify")
 

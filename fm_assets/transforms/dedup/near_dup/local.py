@@ -1,7 +1,7 @@
-"""The near-dup job in-process (numpy/pyarrow, no JVM) for small batches, with the Spark path's exact output.
+"""The near-dup job in-process (numpy/pyarrow: no pyspark, no JVM) for small batches, with the Spark path's exact output.
 
 :func:`run_local_near_dedup` runs the steps of :mod:`.job` on Arrow tables, through the same functions
-wherever a function can be shared: signatures and band hashes (:func:`.signatures.signature_batches`,
+wherever a function can be shared: signatures and band hashes (:func:`.signature_arrow.signature_batches`,
 the body Spark maps over Arrow batches), scoring (:func:`.candidates.similarity_batches`), the survivor
 rule (``clusters.survivors_in_process``, the Spark sort key in numpy), :func:`.survivors.removed_table`,
 the index writer (:func:`.index.write_index_arrow`, same parts, row order and files as the Spark writer)

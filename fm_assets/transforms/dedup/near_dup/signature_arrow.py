@@ -1,6 +1,6 @@
 """MinHash signatures and LSH band hashes of documents, per Arrow batch, with no Spark or JVM.
 
-The one body every engine maps over documents: Spark through ``mapInArrow`` (:mod:`.signatures`), the
+The one body every engine maps over documents: Spark through ``mapInArrow`` (:mod:`.signatures_spark`), the
 in-process path and the signature units of a pool or Spark executor (:mod:`.signature_units`). One row per
 document: its shingle count, its signature (``num_perm`` little-endian uint32) and its band hashes;
 documents without any token get ``n_shingles == 0``.

@@ -5,20 +5,14 @@ The survivor rule is :mod:`fm_assets.transforms.dedup.clusters`' (prior index fi
 when its similarity to the survivor is at least ``min_survivor_similarity``; farther chain members are
 kept. Removed documents are reported in :data:`REMOVED_SCHEMA`.
 
-:func:`judge_losers` is the Spark form; the in-process path (:mod:`.local`) calls
-``clusters.survivors_in_process``. Both feed :func:`removed_table`.
+The Spark path judges in ``survivors_spark.judge_losers``, the in-process path (:mod:`.local`) through
+``clusters.survivors_in_process``; both feed :func:`removed_table` (this module imports no pyspark).
 """
 
 from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
-
-from fm_assets.transforms.dedup.clusters import survivor_key
-from fm_assets.transforms.dedup.near_dup.candidates import similarities
-from fm_assets.transforms.dedup.near_dup.config import NearDedupConfig
 
 REASON = "near_duplicate"
 
@@ -32,34 +26,6 @@ REMOVED_SCHEMA = pa.schema(
         pa.field("reason", pa.string()),
     ]
 )
-
-
-def judge_losers(components: DataFrame, nodes: DataFrame, config: NearDedupConfig) -> DataFrame:
-    """doc_id, cluster_id, survivor_id, survivor_is_prior, similarity for every non-survivor of this batch."""
-    members = components.join(nodes.select(F.col("doc_id").alias("node"), "quality_score", "prior"), "node")
-    survivors = (
-        members.groupBy("component")
-        .agg(F.min(survivor_key()).alias("best"))
-        .select(
-            "component",
-            F.col("best.node").alias("survivor_id"),
-            (F.col("best.prior_rank") == 0).alias("survivor_is_prior"),
-        )
-    )
-    losers = (
-        members.where(~F.col("prior"))
-        .join(survivors, "component")
-        .where(F.col("node") != F.col("survivor_id"))
-    )
-    to_survivor = similarities(
-        losers.select(F.col("node").alias("a"), F.col("survivor_id").alias("b")), nodes, config
-    )
-    return losers.select(
-        F.col("node").alias("doc_id"),
-        F.col("component").alias("cluster_id"),
-        "survivor_id",
-        "survivor_is_prior",
-    ).join(to_survivor.select(F.col("a").alias("doc_id"), "similarity"), "doc_id")
 
 
 def removed_table(judged: pa.Table | None, survivor_floor: float) -> pa.Table:
