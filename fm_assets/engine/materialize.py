@@ -37,8 +37,12 @@ def materialize(stage: Stage, ctx: StageContext) -> Materialization:
     store, batch = ctx.store, ctx.batch
     progress.emit("start", stage.name, batch)
     started = time.perf_counter()
+    local = ctx.settings.unit_executor == "local"
     try:
-        outcome = run_stage(stage, ctx)
+        # driver-side work that hands chunks to pool.map_on_workers (near_dedup's exact scoring) uses the
+        # stage's local workers; with one worker, or on Spark, it stays in this process
+        with spread_over(resolve_workers(ctx.settings.workers) if local else 1):
+            outcome = run_stage(stage, ctx)
     except EarlierBatchPending:
         raise  # waiting, not failing: the caller retries
     except Exception as error:
@@ -56,7 +60,6 @@ def materialize(stage: Stage, ctx: StageContext) -> Materialization:
     # checks that read every part (decontaminate's re-scan, tokenize's HF re-encode) spread over the
     # stage's local workers (engine.pool.map_on_workers) instead of running serially in this process; sized as
     # the stage's own pool (workers capped by its units), so the check reuses that pool instead of starting one
-    local = ctx.settings.unit_executor == "local"
     workers = min(resolve_workers(ctx.settings.workers), len(outcome.success.units)) if local else 1
     with spread_over(workers):
         checks = evaluate_checks(stage, store, outcome.success)

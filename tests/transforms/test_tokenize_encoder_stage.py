@@ -23,7 +23,7 @@ from fm_assets.engine.store import ObjectStore
 from fm_assets.settings import PipelineSettings
 from fm_assets.side_inputs.tokenizer import TokenizerRegistry
 from fm_assets.stages import tokenize as tokenize_module
-from fm_assets.stages.tokenize import STAGE, check_hf_reencode_sample
+from fm_assets.stages.tokenize import CHECK_SAMPLE_PER_UNIT, STAGE, check_hf_reencode_sample
 from fm_assets.transforms.tokens.encoder import HF, EncoderChoice, HFEncoder, build_encoder
 from fm_assets.transforms.tokens.flat import Flat
 
@@ -109,7 +109,7 @@ def test_fast_encoder_writes_the_hf_output_and_the_check_passes(tmp_path, monkey
     outcome = check_hf_reencode_sample(fast_store, fast.success, STAGE)
     assert outcome.passed, outcome.metadata
     assert outcome.metadata["mismatched_docs"] == 0 and outcome.metadata["texts_not_found_upstream"] == 0
-    assert outcome.metadata["sampled_docs"] >= UNITS * 30
+    assert outcome.metadata["sampled_docs"] >= UNITS * CHECK_SAMPLE_PER_UNIT
     assert outcome.metadata["encoders_by_unit"] == {backend: UNITS}
 
 

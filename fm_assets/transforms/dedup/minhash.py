@@ -270,15 +270,16 @@ def exact_jaccard_pairs(
     return np.array([jaccard_of_sets(sh_a.of(i), sh_b.of(i)) for i in range(len(sh_a.offsets) - 1)])
 
 
-def exact_jaccard_of_nodes(
-    texts: pa.Array | pa.ChunkedArray, a: np.ndarray, b: np.ndarray, ngram: int = 5, seed: int = 1
-) -> np.ndarray:
-    """:func:`exact_jaccard_pairs` of ``(texts[a[i]], texts[b[i]])``, shingling each text once however many
-    pairs it is in (a document of a big cluster is in many); the same values, pair for pair."""
-    used, where = np.unique(np.concatenate([a, b]), return_inverse=True)
-    shingles = shingle_hashes(texts.take(pa.array(used)), ngram, seed)
-    sets = [np.unique(shingles.of(i)) for i in range(len(used))]
-    ia, ib = where[: len(a)], where[len(a) :]
-    return np.array(
-        [jaccard_of_unique(sets[i], sets[j]) for i, j in zip(ia, ib, strict=True)], dtype=np.float64
-    )
+def shingle_sets(
+    texts: Sequence[str | None] | pa.Array | pa.ChunkedArray, ngram: int = 5, seed: int = 1
+) -> list[np.ndarray]:
+    """Each text's distinct shingle hashes, sorted (``np.unique`` of :func:`shingle_hashes`' rows): what
+    :func:`jaccard_of_unique` compares."""
+    shingles = shingle_hashes(texts, ngram, seed)
+    return [np.unique(shingles.of(i)) for i in range(len(shingles.offsets) - 1)]
+
+
+def shingle_sets_task(task: tuple[list[str | None], int, int]) -> list[np.ndarray]:
+    """:func:`shingle_sets` of ``(texts, ngram, seed)``: one chunk of texts, on a worker process."""
+    texts, ngram, seed = task
+    return shingle_sets(texts, ngram, seed)

@@ -7,7 +7,7 @@ their signature).
 
 This module is the Arrow/numpy half (no pyspark): :func:`bucket_pairs` (the in-process path's pairs) and the
 scoring both paths share, :func:`similarity_batches` (Spark maps it; the in-process path calls it through
-:func:`score_pairs`). The Spark half, ``candidates_spark``, has the DataFrame forms: ``candidate_pairs`` is
+:class:`NodeScorer`). The Spark half, ``candidates_spark``, has the DataFrame forms: ``candidate_pairs`` is
 :func:`bucket_pairs` on Spark.
 """
 
@@ -19,8 +19,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from fm_assets.transforms.dedup.minhash import estimate_jaccard, exact_jaccard_of_nodes, exact_jaccard_pairs
+from fm_assets.engine.pool import map_on_workers
+from fm_assets.transforms.dedup.minhash import (
+    estimate_jaccard,
+    exact_jaccard_pairs,
+    jaccard_of_unique,
+    shingle_sets_task,
+)
 from fm_assets.transforms.dedup.near_dup.config import NearDedupConfig
+
+SHINGLE_CHUNK_DOCS = 200  # texts per shingling task (at most 64 tasks): enough work to pay for its pickling
 
 # what scoring returns per pair, on both paths (Spark maps similarity_batches into this schema)
 SIM_SCHEMA = pa.schema(
@@ -114,19 +122,43 @@ def bucket_pairs(
     return pairs // span, pairs % span
 
 
-def score_pairs(a: np.ndarray, b: np.ndarray, nodes: pa.Table, config: NearDedupConfig) -> np.ndarray:
+class NodeScorer:
     """Similarity (float64) of node pairs (row numbers of ``nodes``: doc_id, signature, text): the values of
-    :func:`similarity_batches` (the Spark path's scoring) pair for pair, with each node's signature unpacked
-    and its text shingled once for all its pairs rather than once per pair."""
-    if len(a) == 0:
-        return np.empty(0, dtype=np.float64)
-    packed = b"".join(nodes.column("signature").to_pylist())
-    sigs = np.frombuffer(packed, dtype="<u4").reshape(nodes.num_rows, config.num_perm)
-    similarity = np.asarray(estimate_jaccard(sigs[a], sigs[b]), dtype=np.float64)
-    if config.verify_exact:
-        text = nodes.column("text").combine_chunks()
-        valid = np.asarray(text.is_valid())
-        idx = np.flatnonzero(valid[a] & valid[b])
-        if len(idx):
-            similarity[idx] = exact_jaccard_of_nodes(text, a[idx], b[idx], config.ngram, config.seed)
-    return similarity
+    :func:`similarity_batches` (the Spark path's scoring) pair for pair. Signatures are unpacked once, and
+    each node's text is shingled once for every pair and call it is in (the candidate edges, then the
+    losers against their survivors). Texts to shingle are cut into chunks that ``pool.map_on_workers``
+    spreads over the stage's workers when the caller runs inside ``pool.spread_over``."""
+
+    def __init__(self, nodes: pa.Table, config: NearDedupConfig) -> None:
+        self.config = config
+        packed = b"".join(nodes.column("signature").to_pylist())
+        self.signatures = np.frombuffer(packed, dtype="<u4").reshape(nodes.num_rows, config.num_perm)
+        self.text = nodes.column("text").combine_chunks()
+        self.valid = np.asarray(self.text.is_valid())
+        self.sets: dict[int, np.ndarray] = {}  # node row -> its sorted distinct shingle hashes
+
+    def score(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if len(a) == 0:
+            return np.empty(0, dtype=np.float64)
+        similarity = np.asarray(estimate_jaccard(self.signatures[a], self.signatures[b]), dtype=np.float64)
+        if self.config.verify_exact:
+            idx = np.flatnonzero(self.valid[a] & self.valid[b])
+            if len(idx):
+                self._shingle(np.unique(np.concatenate([a[idx], b[idx]])))
+                sets = self.sets
+                similarity[idx] = [
+                    jaccard_of_unique(sets[i], sets[j]) for i, j in zip(a[idx], b[idx], strict=True)
+                ]
+        return similarity
+
+    def _shingle(self, rows: np.ndarray) -> None:
+        missing = [int(row) for row in rows if int(row) not in self.sets]
+        if not missing:
+            return
+        texts = self.text.take(pa.array(missing)).to_pylist()
+        size = max(SHINGLE_CHUNK_DOCS, -(-len(texts) // 64))
+        chunks = [
+            (texts[i : i + size], self.config.ngram, self.config.seed) for i in range(0, len(texts), size)
+        ]
+        found = [s for chunk in map_on_workers(shingle_sets_task, chunks) for s in chunk]
+        self.sets.update(zip(missing, found, strict=True))

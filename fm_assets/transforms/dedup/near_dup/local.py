@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from fm_assets.transforms.dedup.clusters import min_label_components, survivors_in_process
-from fm_assets.transforms.dedup.near_dup.candidates import bucket_pairs, score_pairs
+from fm_assets.transforms.dedup.near_dup.candidates import NodeScorer, bucket_pairs
 from fm_assets.transforms.dedup.near_dup.config import NearDedupConfig
 from fm_assets.transforms.dedup.near_dup.docs import LocalUnsupported, read_docs_arrow
 from fm_assets.transforms.dedup.near_dup.index import explode_bands, read_index_arrow, write_index_arrow
@@ -158,7 +158,8 @@ def run_local_near_dedup(
         band_hash = np.concatenate([band_hash, np.asarray(prior_bands.column("band_hash"), dtype=np.int64)])
         is_prior = np.concatenate([is_prior, np.ones(prior_bands.num_rows, dtype=bool)])
     a, b = bucket_pairs(band, band_hash, member, is_prior, config.max_bucket_pairs)
-    similarity = score_pairs(a, b, nodes, config)
+    scorer = NodeScorer(nodes, config)
+    similarity = scorer.score(a, b)
     edge = similarity >= config.threshold
     n_candidates, n_edges = len(a), int(np.count_nonzero(edge))
     phases.lap("candidates_verify")
@@ -175,7 +176,7 @@ def run_local_near_dedup(
         )
         lost = ~prior[members] & (members != survivor)
         losers, their_survivor = members[lost], survivor[lost]
-        to_survivor = score_pairs(losers, their_survivor, nodes, config)
+        to_survivor = scorer.score(losers, their_survivor)
         judged = pa.table(
             [
                 node_ids.take(pa.array(losers)),
