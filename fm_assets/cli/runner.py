@@ -83,7 +83,6 @@ def run_batches(
     from fm_assets.stages.names import ALL_STAGE_NAMES
 
     console = console or err
-    instance = dagster_instance(settings)
     defs = build_definitions(settings)
     store = (defs.resources or {})["store"].store()
     landed = list_complete_batches(store)
@@ -91,6 +90,12 @@ def run_batches(
     unknown = [b for b in wanted if b not in landed]
     if unknown:
         raise UnknownBatchError(f"not complete landing batches: {unknown}; see `ls {store.uri('landing')}`")
+    # issue 19: each batch runs only its own chains' steps (as the landing sensor requests them)
+    selections = {batch: chain_asset_keys(batch_chains(store, batch)) for batch in wanted}
+    # after the manifests were read (and checked) above, before the instance is opened: the fork server
+    # imports its modules on another core while this process imports Dagster's storage and sets up the run
+    warm_unit_workers(settings, store, wanted)
+    instance = dagster_instance(settings)
     known = set(instance.get_dynamic_partitions(BATCH_PARTITIONS_NAME))
     new = [b for b in wanted if b not in known]
     if new:
@@ -98,9 +103,6 @@ def run_batches(
 
     job = defs.resolve_job_def("preprocess")
     failures: dict[str, str] = {}
-    # issue 19: each batch runs only its own chains' steps (as the landing sensor requests them)
-    selections = {batch: chain_asset_keys(batch_chains(store, batch)) for batch in wanted}
-    warm_unit_workers(settings, store, wanted)  # after the manifests were read (and checked) above
     # the release's libraries load while the preprocess run's driver waits on its unit workers
     overlap = when_driver_waits(lambda: import_in_background(VIEW_LIBRARIES)) if release else nullcontext()
     steps = sum(

@@ -124,15 +124,27 @@ def _ready() -> int:
     return os.getpid()
 
 
-def start_workers(workers: int) -> None:
-    """Start the shared pool of ``workers`` processes now (after ``start_fork_server``), without waiting: they
-    are forked as soon as the fork server has imported its modules, while this process sets up its run, and
-    the first stage with several units finds them running. A no-op for fewer than 2 workers."""
+def start_workers(workers: int) -> threading.Thread | None:
+    """Start the shared pool of ``workers`` processes on a background thread (after ``start_fork_server``):
+    a worker process can only be forked once the fork server has imported its modules (about a second), so
+    the thread waits for that while this process sets up its run, and the first stage with several units
+    finds the workers running. None (nothing started) for fewer than 2 workers."""
     if workers < 2 or can_start_processes() is not None:
-        return
-    with shared_pool(workers) as pool:
-        for _ in range(workers):  # each submit while none is idle starts one more worker process
-            pool.executor.submit(_ready)
+        return None
+
+    def start() -> None:
+        try:
+            with shared_pool(workers) as pool:
+                for _ in range(workers):  # each submit while none is idle forks one more worker
+                    pool.executor.submit(_ready)
+        except Exception:  # the first stage that needs the pool reports it
+            log.warning(
+                "unit pool: starting %d workers ahead of the first stage failed", workers, exc_info=True
+            )
+
+    thread = threading.Thread(target=start, name="fm-start-unit-workers", daemon=True)
+    thread.start()
+    return thread
 
 
 class UnitJob(Protocol):

@@ -433,7 +433,10 @@ def test_map_on_workers_runs_on_the_pool_only_inside_spread_over_and_keeps_item_
 
 def test_start_workers_forks_the_pool_before_any_unit_and_the_units_reuse_it() -> None:
     shutdown_pools()
-    start_workers(3)
+    assert start_workers(1) is None  # one worker: the units run in this process
+    starting = start_workers(3)
+    assert starting is not None
+    starting.join(timeout=120)
     with shared_pool(3) as pool:
         deadline = time.monotonic() + 120
         while len(pool.executor._processes) < 3 and time.monotonic() < deadline:  # forked without waiting
