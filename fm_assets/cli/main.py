@@ -116,10 +116,11 @@ def exclusive_batches(settings: Settings, batches: list[str], *, wait: bool) -> 
 
 
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
-    from fm_assets.cli.runner import UnknownBatchError, run_batches
+    from fm_assets.cli.runner import UnknownBatchError, run_batches, warm_unit_workers
     from fm_assets.engine.landing import list_complete_batches
 
-    landed = list_complete_batches(_store(settings))
+    store = _store(settings)
+    landed = list_complete_batches(store)
     if not landed:
         console.print(
             f"[red]fm run: no complete landing batch under {settings.root}; create one with `fm land`[/red]"
@@ -141,6 +142,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     if not wanted:
         console.print("[red]fm run: no batch to process: every landed batch awaits quarantine review[/red]")
         return 2
+    warm_unit_workers(settings, store, wanted)  # the workers start while the rest of the run is imported
     from fm_assets.datasets.release import latest_versions
 
     before = latest_versions(_store(settings), settings.dataset_name)

@@ -40,19 +40,27 @@ class UnknownBatchError(ValueError):
     pass
 
 
+# what the fork server imports when it starts before this process imported the stages (see warm_unit_workers)
+UNIT_WORKER_PRELOAD = ("fm_assets.stages.unit_worker_preload",)
+_WARMED: set[int] = set()  # worker counts whose pool this process has started ahead of its first stage
+
+
 def warm_unit_workers(settings: Settings, store: ObjectStore, batches: list[str]) -> bool:
     """Start the unit workers' fork server and workers now when a batch will need worker processes (several
     workers, and more landed bytes than one part holds, so its stages have several units): the server imports
-    the pipeline's modules (seconds) and forks the workers while the Dagster run is set up, instead of inside
-    the first stage with several units. Call it after the definitions are built (they import every stage
-    module)."""
-    if settings.unit_executor != "local" or resolve_workers(settings.workers) < 2:
+    every stage module (``UNIT_WORKER_PRELOAD``, about a second) and forks the workers while this process
+    imports Dagster and sets up the run, instead of inside the first stage with several units. ``fm run``
+    calls it before anything imports Dagster's storage; a second call is a no-op."""
+    workers = resolve_workers(settings.workers)
+    if settings.unit_executor != "local" or workers < 2:
         return False
     landed = (sum(int(f["bytes"]) for f in read_batch_manifest(store, batch).files) for batch in batches)
     if not any(size > settings.land_part_bytes for size in landed):
         return False
-    start_fork_server()
-    start_workers(resolve_workers(settings.workers))
+    if workers not in _WARMED:
+        _WARMED.add(workers)
+        start_fork_server(UNIT_WORKER_PRELOAD)
+        start_workers(workers)
     return True
 
 

@@ -111,12 +111,13 @@ def preload_modules() -> list[str]:
     return sorted(loaded | _WORKER_PRELOAD | set(UNIT_LIBRARIES))
 
 
-def start_fork_server() -> None:
+def start_fork_server(also: Sequence[str] = ()) -> None:
     """Start this process's fork server now, so that it imports the preloaded modules (seconds) while this
-    process does other work, instead of when the first stage with several units needs workers. Call it once
-    the stage modules are imported (the preload list is read here); a no-op when it already runs."""
+    process does other work, instead of when the first stage with several units needs workers. The preload
+    list is read here: the pipeline modules imported so far, the registered ones and ``also`` (modules this
+    process has not imported yet); a no-op when the server already runs."""
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(preload_modules())
+    context.set_forkserver_preload([*preload_modules(), *also])
     multiprocessing.forkserver.ensure_running()  # returns once the server is spawned, not when it is ready
 
 
