@@ -483,6 +483,15 @@ def spread_over(workers: int) -> Iterator[None]:
         _MAP_WORKERS.reset(token)
 
 
+def _running_pool_size(workers: int) -> int:
+    """The largest pool of this process already running with 2..``workers`` processes (a stage whose units
+    were fewer than its workers has a smaller one), else ``workers``: driver-side work reuses the stage's
+    pool instead of forking a second one."""
+    with _POOLS_LOCK:
+        running = [n for n, pool in _POOLS.items() if not pool.broken and 2 <= n <= workers]
+    return max(running, default=workers)
+
+
 def map_on_workers(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
     """``fn`` over ``items``, results in item order: on the shared worker pool inside ``spread_over(n)`` with
     n >= 2, else in this process. ``fn`` is a module-level function and the items pickle; the first
@@ -490,7 +499,7 @@ def map_on_workers(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
     workers = _MAP_WORKERS.get()
     if workers < 2 or len(items) < 2 or can_start_processes() is not None:
         return [fn(item) for item in items]
-    with shared_pool(workers) as pool:
+    with shared_pool(_running_pool_size(workers)) as pool:
         futures = [pool.executor.submit(fn, item) for item in items]
         try:
             return [future.result() for future in futures]

@@ -145,6 +145,7 @@ class StageRun:
         self.spark = spark
         self.verify_cache_hits = verify_cache_hits
         self.upstream_files = dict(upstream_files or {})
+        self.upstream_bytes: dict[str, int] = {}  # size of each upstream file units read (largest_first)
         self.units_wall = 0.0  # wall seconds this run spent running units (the rest is the driver's)
         self.units_where = "in-process"  # where they ran: in-process, N worker processes, spark
         self.upstream_label = upstream_label
@@ -281,7 +282,13 @@ class StageRun:
             return
         started = time.perf_counter()
         run_on_processes(
-            self.label, payload, tasks, workers, on_done, advance, (StageContractError, DamagedDataError)
+            self.label,
+            payload,
+            largest_first(tasks, self.upstream_bytes),
+            workers,
+            on_done,
+            advance,
+            (StageContractError, DamagedDataError),
         )
         log.info(
             "%s: %d units on %d worker processes in %.2fs (unit job %.1f MB)",
@@ -629,6 +636,15 @@ def stage_run_for(
     )
 
 
+def largest_first(tasks: list[UnitTask], sizes: Mapping[str, int]) -> list[UnitTask]:
+    """``tasks`` by the bytes their units read, largest first (ties in unit order; unknown sizes count 0).
+
+    A pool that starts the biggest units first ends a stage with the small ones, so fewer workers sit idle
+    while the last unit runs (longest-processing-time-first scheduling). Markers are put back in unit order,
+    so the output does not depend on this order."""
+    return sorted(tasks, key=lambda task: (-sum(sizes.get(rel, 0) for rel in task.unit.inputs), task.index))
+
+
 def verify_upstream(run: StageRun, store: ObjectStore, success: StageSuccess, units: list[WorkUnit]) -> None:
     """Before ``units`` read the upstream output ``success`` (whose presence and sizes were checked): rehash
     here only the files no unit reads (rejects, artifacts); the files units read go into ``run`` with their
@@ -653,6 +669,10 @@ def units_read(run: StageRun, store: ObjectStore, success: StageSuccess, units: 
     }
     read = {rel for unit in units for rel in unit.inputs if rel in expected}
     run.upstream_files = {rel: expected[rel] for rel in sorted(read)}
+    files = expected_files(store, success)
+    run.upstream_bytes = {
+        layout.in_output(success.prefix, name): int(entry.get("bytes", 0)) for name, entry in files.items()
+    }
     run.upstream_label = (success.stage, success.batch)
     return read
 

@@ -447,3 +447,31 @@ def test_start_workers_forks_the_pool_before_any_unit_and_the_units_reuse_it() -
         ran_on = {pid for pid, _ in map_on_workers(pid_and_square, list(range(12)))}
     assert ran_on <= started
     shutdown_pools()
+
+
+def test_largest_units_go_to_the_pool_first_and_ties_keep_unit_order() -> None:
+    from fm_assets.engine.run import largest_first
+
+    sizes = {"p0": 100, "p1": 4_000, "p2": 4_000, "p3": 250, "p4": 3_000}
+    tasks = [UnitTask(i, WorkUnit(f"u{i}", (f"p{i}",))) for i in range(5)]
+    tasks.append(UnitTask(5, WorkUnit("u5", ("p0", "p3"))))  # a unit reading two parts: their sum
+    tasks.append(UnitTask(6, WorkUnit("u6", ("unknown",))))  # a size not recorded counts 0
+    assert [task.unit.unit_id for task in largest_first(tasks, sizes)] == [
+        "u1",
+        "u2",
+        "u4",
+        "u5",
+        "u3",
+        "u0",
+        "u6",
+    ]
+
+
+def test_map_on_workers_reuses_a_smaller_running_pool_instead_of_forking_another() -> None:
+    shutdown_pools()
+    with spread_over(2):  # a stage with 2 units ran on a pool of 2
+        first = {pid for pid, _ in map_on_workers(pid_and_square, list(range(8)))}
+    with spread_over(4):  # driver-side work of a stage configured for 4 workers
+        again = {pid for pid, _ in map_on_workers(pid_and_square, list(range(8)))}
+    assert again <= first and len(first) <= 2
+    shutdown_pools()
