@@ -26,7 +26,8 @@ Process model (chosen, not defaulted):
   on its first unit (seconds per worker, which made validate slower with more workers). The driver
   itself never imports them.
 * **one task per unit** (units are thousands of records; the per-task cost is the pickled ``WorkUnit``
-  and marker, well under a millisecond), so the progress bar advances per unit and load balances.
+  and marker, well under a millisecond), so the progress bar advances per unit and load balances; the
+  executor submits a stage's units largest first (``run.largest_first``), so the small ones end the stage.
 * a worker watches its parent's sentinel and SIGKILLs itself when the parent dies, so ``kill -9`` of
   the stage process stops its units too; a re-run skips what was committed, as with one process.
 * **the pools are shut down when the process exits, before anything joins the workers.** Pool workers are
