@@ -663,16 +663,13 @@ def verify_upstream(run: StageRun, store: ObjectStore, success: StageSuccess, un
 def units_read(run: StageRun, store: ObjectStore, success: StageSuccess, units: list[WorkUnit]) -> set[str]:
     """Give ``run`` the recorded sha256 of the upstream files ``units`` read (each unit rehashes its own where
     it runs) and return those paths."""
-    expected = {
-        layout.in_output(success.prefix, name): entry["sha256"]
+    files = {
+        layout.in_output(success.prefix, name): entry
         for name, entry in expected_files(store, success).items()
     }
-    read = {rel for unit in units for rel in unit.inputs if rel in expected}
-    run.upstream_files = {rel: expected[rel] for rel in sorted(read)}
-    files = expected_files(store, success)
-    run.upstream_bytes = {
-        layout.in_output(success.prefix, name): int(entry.get("bytes", 0)) for name, entry in files.items()
-    }
+    read = {rel for unit in units for rel in unit.inputs if rel in files}
+    run.upstream_files = {rel: files[rel]["sha256"] for rel in sorted(read)}
+    run.upstream_bytes = {rel: int(files[rel].get("bytes", 0)) for rel in read}
     run.upstream_label = (success.stage, success.batch)
     return read
 

@@ -26,9 +26,8 @@ EVAL_REGISTRY = "eval_registry"
 REMOVED_PREFIX = "eval_removed:"  # + benchmark name: documents removed that overlap that benchmark
 
 
-CHECK_SAMPLE_PER_PART = (
-    64  # at most this many kept documents re-scanned per part (the stage scanned them all)
-)
+# at most this many kept documents re-scanned per part by the check (the stage scanned them all)
+CHECK_SAMPLE_PER_PART = 64
 
 
 def rescan_part_sample(task: tuple[ObjectStore, str, dict[str, Any] | str | None, int]) -> tuple[int, int]:
