@@ -122,8 +122,18 @@ def start_fork_server(also: Sequence[str] = ()) -> None:
     multiprocessing.forkserver.ensure_running()  # returns once the server is spawned, not when it is ready
 
 
-def _ready() -> int:
+def _ready(rendezvous: str, workers: int) -> int:
+    """Hold this worker until ``workers`` workers have checked in under ``rendezvous``. The executor forks a
+    worker per submit only while none is idle, so a warm-up task that returned at once could let a later
+    submit reuse the first worker and leave the pool short (seen on a loaded 2-core box)."""
+    Path(rendezvous, str(os.getpid())).touch()
+    deadline = time.monotonic() + _RENDEZVOUS_SECONDS
+    while len(os.listdir(rendezvous)) < workers and time.monotonic() < deadline:
+        time.sleep(0.01)
     return os.getpid()
+
+
+_RENDEZVOUS_SECONDS = 30.0  # a worker that cannot fork is reported by the first stage, not waited for
 
 
 def start_workers(workers: int) -> threading.Thread | None:
@@ -136,9 +146,12 @@ def start_workers(workers: int) -> threading.Thread | None:
 
     def start() -> None:
         try:
-            with shared_pool(workers) as pool:
-                for _ in range(workers):  # each submit while none is idle forks one more worker
-                    pool.executor.submit(_ready)
+            with (
+                shared_pool(workers) as pool,
+                tempfile.TemporaryDirectory(prefix="fm-pool-ready-") as rendezvous,
+            ):
+                ready = [pool.executor.submit(_ready, rendezvous, workers) for _ in range(workers)]
+                cf.wait(ready)  # the directory must outlive the workers' check-in
         except Exception:  # the first stage that needs the pool reports it
             log.warning(
                 "unit pool: starting %d workers ahead of the first stage failed", workers, exc_info=True
