@@ -4,6 +4,8 @@ same documents in the same run. Prints one JSON object.
 
     python bench/scale.py [--workdir DIR] [--docs-per-package N] [--skip-datatrove]
     python bench/scale.py --workers-only [--reps N] [--packages a,b,c] [--fresh-roots]  # 1 vs 2 workers only
+    python bench/scale.py --workers-only --large --workers 1,16  # the 16-core target: a batch over 100 MB
+    python bench/scale.py --large --export-corpus big.jsonl.xz  # then on a host without network: --corpus big.jsonl.xz
 
 Documents come from held-out Debian documentation packages (``HELD_OUT``: none of them is in the demo's
 sample data, nobody tuned rules for them); ``--packages`` picks others.
@@ -46,6 +48,10 @@ sys.path.insert(0, str(REPO))
 # held-out documentation (HTML / Mallard): not the demo's sample packages
 HELD_OUT = ("git-doc", "debian-reference-en", "developers-reference", "maint-guide", "debian-faq",
             "gnome-devel-docs", "postgresql-doc-15", "apache2-doc")  # fmt: skip
+# more held-out documentation, for a batch over 100 MB (--large: the 16-core target's batch size)
+MORE_HELD_OUT = ("nodejs-doc", "gimp-help-en", "vim-doc", "kicad-doc-en", "octave-doc", "erlang-doc",
+                 "python-django-doc", "cmake-doc", "python-sqlalchemy-doc", "gnucash-docs", "zsh-doc",
+                 "sphinx-doc", "bind9-doc")  # fmt: skip
 CORES = (16, 64, 512)
 PYTHON = sys.executable
 FM = [PYTHON, "-m", "fm_assets.cli.main"]
@@ -57,9 +63,16 @@ def child_cpu() -> float:
 
 
 def load_docs(workdir: Path, per_package: int | None, packages: tuple[str, ...] = HELD_OUT) -> list[dict]:
+    """The documents of ``packages`` (fetched once per package set and cap, then read from the workdir)."""
+    import hashlib
+
     from fm_assets.sample_data import fetch_sample_data
 
-    dest = workdir / "sample"
+    if packages == HELD_OUT and per_package is None:
+        dest = workdir / "sample"  # the folder earlier versions of this bench wrote
+    else:
+        key = hashlib.sha256(repr((sorted(packages), per_package)).encode()).hexdigest()[:12]
+        dest = workdir / f"sample-{key}"
     summary_file = dest / "summary.json"
     if not summary_file.exists():
         summary = fetch_sample_data(
@@ -73,7 +86,24 @@ def load_docs(workdir: Path, per_package: int | None, packages: tuple[str, ...] 
         summary_file.write_text(json.dumps(summary))
     docs = []
     for path in sorted(dest.rglob("docs-*.jsonl")):
-        docs += [json.loads(line) for line in path.read_text().splitlines()]
+        docs += [
+            json.loads(line) for line in path.read_text(encoding="utf-8").split("\n") if line
+        ]  # not splitlines: a text may hold U+2028
+    return docs
+
+
+def read_corpus(path: Path) -> list[dict]:
+    """Documents from a JSONL file (``.jsonl``, ``.jsonl.gz`` or ``.jsonl.xz``), one {"text", "url"} object per
+    line: how a host without network (the 16-core device host) gets the held-out corpus (``--export-corpus``)."""
+    import gzip
+    import lzma
+
+    opener = {".gz": gzip.open, ".xz": lzma.open}.get(path.suffix, open)
+    with opener(path, "rt", encoding="utf-8") as lines:
+        docs = [json.loads(line) for line in lines if line.strip()]
+    missing = [i for i, d in enumerate(docs) if not isinstance(d.get("text"), str) or "url" not in d]
+    if missing:
+        raise SystemExit(f"{path}: line {missing[0] + 1} has no string 'text' or no 'url'")
     return docs
 
 
@@ -248,8 +278,16 @@ def start_up_seconds(env: dict[str, str]) -> float:
 WARM_UP_DOCS = 200  # documents of the batch that warms a root before the measured one (not measured)
 
 
-def workers_case(workdir: Path, docs: list[dict], tokenizer: Path, reps: int, warm: bool = True) -> dict:
-    """1 and 2 workers on the same held-out corpus, interleaved ``reps`` times; shard bytes compared.
+def workers_case(
+    workdir: Path,
+    docs: list[dict],
+    tokenizer: Path,
+    reps: int,
+    warm: bool = True,
+    counts: tuple[int, int] = (1, 2),
+) -> dict:
+    """``counts`` workers (1 and 2 by default) on the same held-out corpus, interleaved ``reps`` times; shard
+    bytes compared.
 
     ``warm``: each root first lands and runs a small batch of other held-out documents (``WARM_UP_DOCS``,
     the corpus's last ones, not in the measured batch), so the measured ``fm run <batch>`` finds what a root
@@ -257,26 +295,38 @@ def workers_case(workdir: Path, docs: list[dict], tokenizer: Path, reps: int, wa
     index stored, an earlier near-dup index to join against. Without it every run also pays a fresh root's
     one-time set-up (the instance's SQLite schemas alone take ~1 s)."""
     warm_docs, measured = (docs[-WARM_UP_DOCS:], docs[:-WARM_UP_DOCS]) if warm else ([], docs)
-    walls: dict[int, list[float]] = {1: [], 2: []}
+    few, many = counts
+    walls: dict[int, list[float]] = {few: [], many: []}
     splits: dict[int, dict] = {}
     shards: dict[int, dict[str, str]] = {}
     for rep in range(reps):
-        for workers in (1, 2):
+        for workers in counts:
             name = f"workers_{workers}_r{rep}"
             case = pipeline_case(workdir, name, measured, tokenizer, workers, warm_docs)
             walls[workers].append(case["wall_s"])
             splits[workers] = {"stages": case["split"], "run": run_projection(case["wall_s"], case["split"])}
             shards[workers] = shard_digests(workdir / "roots" / name, case["batch"])
-    ratios = sorted(one / two for one, two in zip(walls[1], walls[2], strict=True))
+    ratios = sorted(one / other for one, other in zip(walls[few], walls[many], strict=True))
+    target = (
+        "2 workers >= 1.6x 1 worker on >= 30 MB"
+        if counts == (1, 2)
+        else "16 workers >= 10x 1 worker on >= 100 MB, serial fraction <= 5%"
+        if counts == (1, 16)
+        else "none set for these worker counts"
+    )
     return {
         "root": "warm (one earlier batch run)" if warm else "fresh",
         "corpus_mb": round(sum(len(d["text"].encode()) for d in measured) / 1e6, 2),
         "docs": len(measured),
+        "cpus": os.cpu_count(),
         "wall_s": {w: [round(x, 2) for x in v] for w, v in walls.items()},
-        "speedup_2_vs_1": {"min": round(ratios[0], 3), "median": round(statistics.median(ratios), 3)},
-        "identical_shard_bytes": bool(shards[1]) and shards[1] == shards[2],
+        f"speedup_{many}_vs_{few}": {
+            "min": round(ratios[0], 3),
+            "median": round(statistics.median(ratios), 3),
+        },
+        "identical_shard_bytes": bool(shards[few]) and shards[few] == shards[many],
         "split": splits,
-        "target": "2 workers >= 1.6x 1 worker on >= 30 MB",
+        "target": target,
     }
 
 
@@ -392,7 +442,7 @@ def peer_case(workdir: Path, docs: list[dict], tokenizer: Path, reps: int) -> di
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--workdir", type=Path, default=REPO / "bench" / "results" / "scale")
     parser.add_argument("--docs-per-package", type=int, default=1500)
     parser.add_argument("--skip-datatrove", action="store_true")
@@ -413,32 +463,62 @@ def main() -> None:
     parser.add_argument(
         "--packages", default=",".join(HELD_OUT), help="Debian documentation packages to read"
     )
+    parser.add_argument(
+        "--large",
+        action="store_true",
+        help=f"read {len(HELD_OUT) + len(MORE_HELD_OUT)} held-out packages (a batch over 100 MB) instead of --packages",
+    )
+    parser.add_argument(
+        "--corpus",
+        type=Path,
+        help="read the documents from this JSONL(.gz/.xz) file instead of Debian packages",
+    )
+    parser.add_argument(
+        "--export-corpus",
+        type=Path,
+        help="write the documents to this .jsonl.xz file and stop (for --corpus)",
+    )
+    parser.add_argument(
+        "--workers", default="1,2", help="--workers-only: the two worker counts compared (default 1,2)"
+    )
     args = parser.parse_args()
     workdir: Path = args.workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
 
-    packages = tuple(p for p in args.packages.split(",") if p)
+    packages = HELD_OUT + MORE_HELD_OUT if args.large else tuple(p for p in args.packages.split(",") if p)
+    counts = tuple(int(n) for n in args.workers.split(","))
+    if len(counts) != 2 or min(counts) < 1:
+        parser.error("--workers takes two worker counts, for example 1,16")
+    if args.corpus or args.export_corpus or args.workers_only or args.peer_only:
+        docs = read_corpus(args.corpus) if args.corpus else load_docs(workdir, None, packages)
+    if args.export_corpus:
+        import lzma
+
+        lines = "".join(json.dumps({"text": d["text"], "url": d["url"]}) + "\n" for d in docs)
+        args.export_corpus.write_bytes(lzma.compress(lines.encode("utf-8")))
+        print(json.dumps({"exported": str(args.export_corpus), "docs": len(docs),
+                          "bytes": args.export_corpus.stat().st_size}))  # fmt: skip
+        return
     if args.workers_only:
-        docs = load_docs(workdir, None, packages)
         notes = optional_parts(len(docs))[1]  # every root of this mode holds the whole corpus
         tokenizer = train_tokenizer(workdir, docs)
         result = {
             "load": os.getloadavg(),
             "notes": notes,
-            **workers_case(workdir, docs, tokenizer, args.reps, warm=not args.fresh_roots),
+            **workers_case(workdir, docs, tokenizer, args.reps, not args.fresh_roots, (counts[0], counts[1])),
         }
         json.dump(result, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return
     if args.peer_only:
-        docs = load_docs(workdir, None, packages)
         notes = optional_parts(len(docs))[1]
         tokenizer = train_tokenizer(workdir, docs)
         json.dump({"load": os.getloadavg(), "notes": notes, **peer_case(workdir, docs, tokenizer, args.reps)},
                   sys.stdout, indent=2)  # fmt: skip
         sys.stdout.write("\n")
         return
-    docs = load_docs(workdir, args.docs_per_package, packages)
+    if not args.corpus:
+        docs = load_docs(workdir, args.docs_per_package, packages)
     largest_root = max(len(docs), len(docs) // 4 + 100)  # growth_4x's, or growth_1x's with the small batch
     notes = optional_parts(largest_root)[1]
     tokenizer = train_tokenizer(workdir, docs)

@@ -39,6 +39,10 @@ PROVENANCE_NAMES = [f.name for f in PROVENANCE_FIELDS]
 # documents per unit re-encoded with HF by the check (plus the unit's longest); at 32, HF's re-encode of the
 # sample took twice the CPU of the stage's own encoding (1.2 vs 0.6 CPU-s on a 35 MB batch)
 CHECK_SAMPLE_PER_UNIT = 16
+# the "longest" document sampled is the longest of at most this many tokens: held-out documentation has
+# single pages of 1-3 MB, and re-encoding each unit's biggest with HF cost the check 2.3 CPU-s on an 87 MB
+# batch whose whole tokenize stage took 1.0 (a 32k-token document still exercises long inputs)
+CHECK_LONGEST_MAX_TOKENS = 32_768
 
 
 def sample_positions(rows: int, count: int) -> list[int]:
@@ -61,8 +65,9 @@ def _unit_sample(
             lengths.append(pq.read_table(handle, columns=["n_tokens"])["n_tokens"].to_numpy())
     n_tokens = np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int32)
     wanted = set(sample_positions(len(n_tokens), CHECK_SAMPLE_PER_UNIT))
-    if len(n_tokens):
-        wanted.add(int(np.argmax(n_tokens)))
+    capped = np.where(n_tokens <= CHECK_LONGEST_MAX_TOKENS, n_tokens, -1)
+    if len(capped) and capped.max() >= 0:
+        wanted.add(int(np.argmax(capped)))
     stored: dict[str, np.ndarray] = {}
     position = 0
     for part in parts:
@@ -119,7 +124,7 @@ def check_hf_reencode_sample(store: ObjectStore, success: StageSuccess, stage: A
     """Re-encode a deterministic sample of every unit with HF ``tokenizers``; any difference fails.
 
     Per unit (the units spread over the stage's workers): ``CHECK_SAMPLE_PER_UNIT`` evenly spaced documents
-    and the unit's longest one, their texts read from the upstream parts the unit marker names, encoded with
+    and the unit's longest one of at most ``CHECK_LONGEST_MAX_TOKENS`` tokens, their texts read from the upstream parts the unit marker names, encoded with
     the pinned tokenizer loaded from the registry (EOS appended as the stage does) and compared with the ids
     the stage wrote.
     """

@@ -136,6 +136,8 @@ def test_check_fails_when_the_encoder_differs_from_hf(tmp_path, monkeypatch, tex
         "encoder_for",
         lambda sha256, tokenizer: EncoderChoice(OffByOneOnLongest(tokenizer), "test"),
     )
+    # the sample's long document is each unit's longest (some of the real pages are over the default cap)
+    monkeypatch.setattr(tokenize_module, "CHECK_LONGEST_MAX_TOKENS", 10**9)
     # workers=1: the units run in this process, where the test's encoder class is importable
     store, outcome = tokenize(tmp_path / "root", texts, tokenizer_file, workers=1)
     result = check_hf_reencode_sample(store, outcome.success, STAGE)
@@ -167,3 +169,32 @@ def test_check_on_two_workers_gives_the_in_process_outcome(tmp_path, texts, toke
         on_workers = check_hf_reencode_sample(store, outcome.success, STAGE)
     assert not in_process.passed and in_process.metadata["texts_not_found_upstream"] == 1
     assert on_workers == in_process
+
+
+def test_the_longest_document_sampled_is_the_longest_under_the_token_cap(
+    tmp_path, monkeypatch, texts, tokenizer_file
+):
+    """A multi-megabyte page re-encoded with HF per unit cost the check twice the stage: the sampled "longest"
+    is the longest of at most ``CHECK_LONGEST_MAX_TOKENS`` tokens."""
+    store, outcome = tokenize(tmp_path / "root", texts, tokenizer_file)
+    prefix = outcome.success.prefix
+    for unit in outcome.success.units:
+        marker = store.read_json(layout.unit_marker(prefix, unit))
+        rows = pa.concat_tables(
+            pq.read_table(store.local_path(layout.in_output(prefix, part)), columns=["doc_id", "n_tokens"])
+            for part in marker["parts"]
+        ).to_pylist()
+        by_length = sorted(rows, key=lambda row: row["n_tokens"], reverse=True)
+        longest, runner_up = by_length[0], by_length[1]
+        assert longest["n_tokens"] > runner_up["n_tokens"]
+        evenly_spaced = {
+            rows[p]["doc_id"] for p in tokenize_module.sample_positions(len(rows), CHECK_SAMPLE_PER_UNIT)
+        }
+        monkeypatch.setattr(tokenize_module, "CHECK_LONGEST_MAX_TOKENS", longest["n_tokens"])
+        assert longest["doc_id"] in tokenize_module._unit_sample(store, prefix, unit)[0]
+        monkeypatch.setattr(tokenize_module, "CHECK_LONGEST_MAX_TOKENS", longest["n_tokens"] - 1)
+        sampled = set(tokenize_module._unit_sample(store, prefix, unit)[0])
+        assert runner_up["doc_id"] in sampled
+        assert (longest["doc_id"] in sampled) == (longest["doc_id"] in evenly_spaced)
+        monkeypatch.setattr(tokenize_module, "CHECK_LONGEST_MAX_TOKENS", 0)  # every document over the cap
+        assert set(tokenize_module._unit_sample(store, prefix, unit)[0]) == evenly_spaced
