@@ -51,7 +51,8 @@ HELD_OUT = ("git-doc", "debian-reference-en", "developers-reference", "maint-gui
 # more held-out documentation, for a batch over 100 MB (--large: the 16-core target's batch size)
 MORE_HELD_OUT = ("nodejs-doc", "gimp-help-en", "vim-doc", "kicad-doc-en", "octave-doc", "erlang-doc",
                  "python-django-doc", "cmake-doc", "python-sqlalchemy-doc", "gnucash-docs", "zsh-doc",
-                 "sphinx-doc", "bind9-doc")  # fmt: skip
+                 "sphinx-doc", "bind9-doc", "python-pandas-doc", "debian-policy", "python-sympy-doc",
+                 "python-pytest-doc", "python-lxml-doc")  # fmt: skip
 CORES = (16, 64, 512)
 PYTHON = sys.executable
 FM = [PYTHON, "-m", "fm_assets.cli.main"]

@@ -83,7 +83,7 @@ def run_batches(
     console: Console | None = None,
 ) -> dict[str, str]:
     """Materialize every stage for ``batches`` (default: all complete ones); returns {batch: error} for failures."""
-    from fm_assets.datasets.views import VIEW_LIBRARIES
+    from fm_assets.datasets.views import VIEW_LIBRARIES, VIEW_LIBRARIES_FIRST
     from fm_assets.defs.build import build_definitions
     from fm_assets.defs.cli_runs import cli_run_tags
     from fm_assets.defs.jobs import chain_asset_keys
@@ -112,7 +112,11 @@ def run_batches(
     job = defs.resolve_job_def("preprocess")
     failures: dict[str, str] = {}
     # the release's libraries load while the preprocess run's driver waits on its unit workers
-    overlap = when_driver_waits(lambda: import_in_background(VIEW_LIBRARIES)) if release else nullcontext()
+    overlap = (
+        when_driver_waits(lambda: import_in_background(VIEW_LIBRARIES, VIEW_LIBRARIES_FIRST))
+        if release
+        else nullcontext()
+    )
     steps = sum(
         len([k for k in keys if k.to_user_string() in ALL_STAGE_NAMES]) for keys in selections.values()
     )

@@ -65,6 +65,10 @@ VIEW_LIBRARIES = (
     "pyiceberg.transforms",
 )
 
+# what those imports register hooks into while other threads use it (Dagster's event writes use SQLAlchemy
+# core): imported on the calling thread first (``engine.background_imports``)
+VIEW_LIBRARIES_FIRST = ("sqlalchemy.orm",)
+
 CURATED_TABLE = curated_table_name(DEFAULT_NAMESPACE)  # the cloud table (its name predates namespaces)
 VERSION_PROPERTY = "fm.batch-version."  # + batch -> the decontaminate data version the table holds
 SOURCE_STAGE = "decontaminate"  # the last document-level stage: what reaches tokenize and the shards

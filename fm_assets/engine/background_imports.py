@@ -4,8 +4,15 @@
 (pyiceberg, ~0.65 s to import) are imported lazily so that the code location and unit workers start light;
 importing them once the preprocess run's driver waits on its unit workers (``pool.when_driver_waits``) takes
 that time off the end of the run instead of adding it there. With one worker the units run in the driver and
-there is no idle time to fill, so the libraries are imported where the release needs them, as before. Python's per-module import locks make a concurrent import safe:
-the release step that imports the same module first waits for this thread to finish it.
+there is no idle time to fill, so the libraries are imported where the release needs them, as before.
+
+Python's per-module import locks make a concurrent *import* safe: the release step that imports the same module
+first waits for this thread to finish it. They do not protect a library that another thread is already using
+and whose import registers hooks into it: pyiceberg's SQL catalog imports ``sqlalchemy.orm``, which registers
+an inspection hook into SQLAlchemy core; Dagster's event writes on the main thread called that hook while
+``sqlalchemy.orm.exc`` was still half-imported and the stage failed (``partially initialized module``, seen
+once on a 107 MB batch). Such modules go in ``first_here``: imported on the calling thread before the others
+start on the background one.
 """
 
 from __future__ import annotations
@@ -18,9 +25,15 @@ from collections.abc import Sequence
 log = logging.getLogger(__name__)
 
 
-def import_in_background(modules: Sequence[str]) -> threading.Thread:
-    """Start importing ``modules`` (in order) on a daemon thread; a module that fails to import is logged
-    and skipped (the code that needs it raises the real error where it imports it)."""
+def import_in_background(modules: Sequence[str], first_here: Sequence[str] = ()) -> threading.Thread:
+    """Import ``first_here`` on this thread, then start importing ``modules`` (in order) on a daemon thread;
+    a module that fails to import is logged and skipped (the code that needs it raises the real error where
+    it imports it)."""
+    for name in first_here:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:
+            log.debug("import of %s failed: %s", name, exc)
 
     def run() -> None:
         for name in modules:

@@ -40,3 +40,38 @@ def test_idle_work_starts_once_when_the_driver_waits_on_workers_and_never_in_pro
         pass
     run_on_processes("modules[b]", dump_job(ModulesJob()), tasks, 2, lambda t, m: None, lambda n: None)
     assert started == ["release imports"]  # registered work does not outlive its block
+
+
+def test_first_here_modules_are_imported_before_the_thread_starts(tmp_path, monkeypatch):
+    """A library whose import hooks into one other threads are using (``sqlalchemy.orm`` into SQLAlchemy
+    core) is imported on the calling thread: it is complete when ``import_in_background`` returns, whatever
+    the background thread is doing."""
+    import threading
+
+    gate = threading.Event()
+    (tmp_path / "fm_bg_hooks.py").write_text("import threading\nTHREAD = threading.current_thread().name\n")
+    (tmp_path / "fm_bg_slow.py").write_text(
+        "import fm_bg_gate\nfm_bg_gate.GATE.wait(30)\nimport threading\nTHREAD = threading.current_thread().name\n"
+    )
+    gate_module = type(sys)("fm_bg_gate")
+    gate_module.GATE = gate  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "fm_bg_gate", gate_module)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("fm_bg_hooks", "fm_bg_slow"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    thread = import_in_background(["fm_bg_slow"], first_here=["fm_bg_hooks", "fm_bg_not_installed"])
+    assert threading.current_thread().name == sys.modules["fm_bg_hooks"].THREAD  # done, on this thread
+    assert thread.is_alive()  # while the background import is still held at its gate
+    gate.set()
+    thread.join(timeout=30)
+    assert sys.modules["fm_bg_slow"].THREAD == "fm-background-imports"
+    assert "fm_bg_not_installed" not in sys.modules
+
+
+def test_the_release_imports_sqlalchemy_orm_on_the_calling_thread() -> None:
+    from fm_assets.datasets.views import VIEW_LIBRARIES, VIEW_LIBRARIES_FIRST
+
+    assert "pyiceberg.catalog.sql" in VIEW_LIBRARIES  # imports sqlalchemy.orm ...
+    assert (
+        "sqlalchemy.orm" in VIEW_LIBRARIES_FIRST
+    )  # ... which must not be half-imported while Dagster writes
