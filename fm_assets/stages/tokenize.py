@@ -36,12 +36,15 @@ from fm_assets.transforms.tokens.schemas import PROVENANCE_FIELDS, TOKENS_SCHEMA
 
 ENCODE_BATCH_DOCS = 1024
 PROVENANCE_NAMES = [f.name for f in PROVENANCE_FIELDS]
-# documents per unit re-encoded with HF by the check (plus the unit's longest); at 32, HF's re-encode of the
-# sample took twice the CPU of the stage's own encoding (1.2 vs 0.6 CPU-s on a 35 MB batch)
+# What the check re-encodes with HF per unit. HF encodes ~1.3 M tokens per CPU-second here, the stage's
+# compiled encoder ~16 M, so the sample is bounded in tokens, not documents: on a 101 MB held-out batch
+# (18 M tokens, 30 units) 16 evenly spaced documents plus each unit's longest were 2 M tokens, a check of
+# 1.6 CPU-s beside the stage's 1.1. Now: evenly spaced documents (at most CHECK_SAMPLE_PER_UNIT) while they
+# fit CHECK_TOKENS_PER_UNIT, and, on every CHECK_LONG_EVERY_UNITS-th unit, its longest document of at most
+# CHECK_LONGEST_MAX_TOKENS (long inputs stay covered in every batch; pages of 1-3 MB are not re-encoded).
 CHECK_SAMPLE_PER_UNIT = 16
-# the "longest" document sampled is the longest of at most this many tokens: held-out documentation has
-# single pages of 1-3 MB, and re-encoding each unit's biggest with HF cost the check 2.3 CPU-s on an 87 MB
-# batch whose whole tokenize stage took 1.0 (a 32k-token document still exercises long inputs)
+CHECK_TOKENS_PER_UNIT = 8_192
+CHECK_LONG_EVERY_UNITS = 8
 CHECK_LONGEST_MAX_TOKENS = 32_768
 
 
@@ -50,8 +53,26 @@ def sample_positions(rows: int, count: int) -> list[int]:
     return sorted({(i * rows) // count for i in range(min(count, rows))})
 
 
+def sample_rows(n_tokens: np.ndarray, *, with_longest: bool) -> set[int]:
+    """The rows of one unit (``n_tokens`` per document) the check re-encodes: evenly spaced ones while they fit
+    the token budget (the shortest of them when none fits), plus the longest under the cap ``with_longest``."""
+    candidates = sample_positions(len(n_tokens), CHECK_SAMPLE_PER_UNIT)
+    wanted: set[int] = set()
+    budget = CHECK_TOKENS_PER_UNIT
+    for position in candidates:
+        if n_tokens[position] <= budget:
+            wanted.add(position)
+            budget -= int(n_tokens[position])
+    if candidates and not wanted:
+        wanted.add(min(candidates, key=lambda position: (n_tokens[position], position)))
+    capped = np.where(n_tokens <= CHECK_LONGEST_MAX_TOKENS, n_tokens, -1)
+    if with_longest and len(capped) and capped.max() >= 0:
+        wanted.add(int(np.argmax(capped)))
+    return wanted
+
+
 def _unit_sample(
-    store: ObjectStore, prefix: str, unit: str
+    store: ObjectStore, prefix: str, unit: str, with_longest: bool
 ) -> tuple[dict[str, np.ndarray], dict[str, str], str]:
     """(doc_id -> stored ids, doc_id -> upstream text, encoder) for one unit's sampled documents.
 
@@ -64,10 +85,7 @@ def _unit_sample(
         with store.open(part) as handle:
             lengths.append(pq.read_table(handle, columns=["n_tokens"])["n_tokens"].to_numpy())
     n_tokens = np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int32)
-    wanted = set(sample_positions(len(n_tokens), CHECK_SAMPLE_PER_UNIT))
-    capped = np.where(n_tokens <= CHECK_LONGEST_MAX_TOKENS, n_tokens, -1)
-    if len(capped) and capped.max() >= 0:
-        wanted.add(int(np.argmax(capped)))
+    wanted = sample_rows(n_tokens, with_longest=with_longest)
     stored: dict[str, np.ndarray] = {}
     position = 0
     for part in parts:
@@ -93,13 +111,13 @@ def _reference(store: ObjectStore, sha256: str) -> HFEncoder:
     return _REFERENCES[sha256]
 
 
-def reencode_unit_sample(task: tuple[ObjectStore, str, str, str, int | None]) -> dict[str, Any]:
+def reencode_unit_sample(task: tuple[ObjectStore, str, str, bool, str, int | None]) -> dict[str, Any]:
     """One unit's share of ``hf_reencode_sample``: its sampled documents re-encoded with HF and compared.
-    ``task``: (store, output prefix, unit, tokenizer sha256, EOS id or None): a few strings per unit, not the
-    whole ``StageSuccess``, whose unit list grows with the batch."""
-    store, prefix, unit, tokenizer_sha256, eos = task
+    ``task``: (store, output prefix, unit, with its longest document, tokenizer sha256, EOS id or None): a few
+    values per unit, not the whole ``StageSuccess``, whose unit list grows with the batch."""
+    store, prefix, unit, with_longest, tokenizer_sha256, eos = task
     reference = _reference(store, tokenizer_sha256)
-    stored, texts, encoder = _unit_sample(store, prefix, unit)
+    stored, texts, encoder = _unit_sample(store, prefix, unit, with_longest)
     doc_ids = [doc_id for doc_id in stored if doc_id in texts]
     expected: Flat = reference.encode_flat([texts[doc_id] for doc_id in doc_ids])
     if eos is not None:
@@ -123,13 +141,16 @@ def reencode_unit_sample(task: tuple[ObjectStore, str, str, str, int | None]) ->
 def check_hf_reencode_sample(store: ObjectStore, success: StageSuccess, stage: Any) -> CheckOutcome:
     """Re-encode a deterministic sample of every unit with HF ``tokenizers``; any difference fails.
 
-    Per unit (the units spread over the stage's workers): ``CHECK_SAMPLE_PER_UNIT`` evenly spaced documents
-    and the unit's longest one of at most ``CHECK_LONGEST_MAX_TOKENS`` tokens, their texts read from the upstream parts the unit marker names, encoded with
+    Per unit (the units spread over the stage's workers): the rows ``sample_rows`` picks (evenly spaced
+    documents within a token budget; on every ``CHECK_LONG_EVERY_UNITS``-th unit also its longest), their texts read from the upstream parts the unit marker names, encoded with
     the pinned tokenizer loaded from the registry (EOS appended as the stage does) and compared with the ids
     the stage wrote.
     """
     eos = success.config["eos_id"] if success.config.get("add_eos") else None
-    tasks = [(store, success.prefix, unit, success.inputs["tokenizer"], eos) for unit in success.units]
+    tasks = [
+        (store, success.prefix, unit, i % CHECK_LONG_EVERY_UNITS == 0, success.inputs["tokenizer"], eos)
+        for i, unit in enumerate(success.units)
+    ]
     results = map_on_workers(reencode_unit_sample, tasks)
     encoders = Counter(result["encoder"] for result in results)
     mismatched = sum(result["mismatched"] for result in results)

@@ -7,6 +7,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -109,7 +110,7 @@ def test_fast_encoder_writes_the_hf_output_and_the_check_passes(tmp_path, monkey
     outcome = check_hf_reencode_sample(fast_store, fast.success, STAGE)
     assert outcome.passed, outcome.metadata
     assert outcome.metadata["mismatched_docs"] == 0 and outcome.metadata["texts_not_found_upstream"] == 0
-    assert outcome.metadata["sampled_docs"] >= UNITS * CHECK_SAMPLE_PER_UNIT
+    assert UNITS <= outcome.metadata["sampled_docs"] <= UNITS * (CHECK_SAMPLE_PER_UNIT + 1)
     assert outcome.metadata["encoders_by_unit"] == {backend: UNITS}
 
 
@@ -136,8 +137,9 @@ def test_check_fails_when_the_encoder_differs_from_hf(tmp_path, monkeypatch, tex
         "encoder_for",
         lambda sha256, tokenizer: EncoderChoice(OffByOneOnLongest(tokenizer), "test"),
     )
-    # the sample's long document is each unit's longest (some of the real pages are over the default cap)
+    # each unit samples its longest document (by default every 8th does, under a cap some real pages exceed)
     monkeypatch.setattr(tokenize_module, "CHECK_LONGEST_MAX_TOKENS", 10**9)
+    monkeypatch.setattr(tokenize_module, "CHECK_LONG_EVERY_UNITS", 1)
     # workers=1: the units run in this process, where the test's encoder class is importable
     store, outcome = tokenize(tmp_path / "root", texts, tokenizer_file, workers=1)
     result = check_hf_reencode_sample(store, outcome.success, STAGE)
@@ -149,7 +151,8 @@ def test_check_fails_when_the_encoder_differs_from_hf(tmp_path, monkeypatch, tex
     assert [c.name for c in STAGE.checks] == ["hf_reencode_sample"] and STAGE.checks[0].blocking
 
 
-def test_check_fails_when_sampled_text_is_missing_upstream(tmp_path, texts, tokenizer_file):
+def test_check_fails_when_sampled_text_is_missing_upstream(tmp_path, monkeypatch, texts, tokenizer_file):
+    monkeypatch.setattr(tokenize_module, "CHECK_TOKENS_PER_UNIT", 10**9)  # the first document is sampled
     store, outcome = tokenize(tmp_path / "root", texts[:40], tokenizer_file)
     upstream = store.read_json(layout.unit_marker(outcome.prefix, outcome.success.units[0]))["inputs"][0]
     table = pq.read_table(store.local_path(upstream))
@@ -171,30 +174,38 @@ def test_check_on_two_workers_gives_the_in_process_outcome(tmp_path, texts, toke
     assert on_workers == in_process
 
 
-def test_the_longest_document_sampled_is_the_longest_under_the_token_cap(
-    tmp_path, monkeypatch, texts, tokenizer_file
-):
-    """A multi-megabyte page re-encoded with HF per unit cost the check twice the stage: the sampled "longest"
-    is the longest of at most ``CHECK_LONGEST_MAX_TOKENS`` tokens."""
-    store, outcome = tokenize(tmp_path / "root", texts, tokenizer_file)
-    prefix = outcome.success.prefix
-    for unit in outcome.success.units:
-        marker = store.read_json(layout.unit_marker(prefix, unit))
-        rows = pa.concat_tables(
-            pq.read_table(store.local_path(layout.in_output(prefix, part)), columns=["doc_id", "n_tokens"])
-            for part in marker["parts"]
-        ).to_pylist()
-        by_length = sorted(rows, key=lambda row: row["n_tokens"], reverse=True)
-        longest, runner_up = by_length[0], by_length[1]
-        assert longest["n_tokens"] > runner_up["n_tokens"]
-        evenly_spaced = {
-            rows[p]["doc_id"] for p in tokenize_module.sample_positions(len(rows), CHECK_SAMPLE_PER_UNIT)
-        }
-        monkeypatch.setattr(tokenize_module, "CHECK_LONGEST_MAX_TOKENS", longest["n_tokens"])
-        assert longest["doc_id"] in tokenize_module._unit_sample(store, prefix, unit)[0]
-        monkeypatch.setattr(tokenize_module, "CHECK_LONGEST_MAX_TOKENS", longest["n_tokens"] - 1)
-        sampled = set(tokenize_module._unit_sample(store, prefix, unit)[0])
-        assert runner_up["doc_id"] in sampled
-        assert (longest["doc_id"] in sampled) == (longest["doc_id"] in evenly_spaced)
-        monkeypatch.setattr(tokenize_module, "CHECK_LONGEST_MAX_TOKENS", 0)  # every document over the cap
-        assert set(tokenize_module._unit_sample(store, prefix, unit)[0]) == evenly_spaced
+def test_the_sample_is_bounded_in_tokens_and_its_long_document_is_capped() -> None:
+    """HF re-encodes ~12x slower than the stage's encoder: evenly spaced documents while they fit the unit's
+    token budget, and on the units that check long inputs the longest document under the cap."""
+    from fm_assets.stages.tokenize import CHECK_LONGEST_MAX_TOKENS as CAP
+    from fm_assets.stages.tokenize import CHECK_TOKENS_PER_UNIT as BUDGET
+    from fm_assets.stages.tokenize import sample_positions, sample_rows
+
+    n_tokens = np.full(64, 100, dtype=np.int32)
+    n_tokens[5] = CAP + 1  # a page over the cap: never re-encoded
+    n_tokens[9] = CAP  # the longest under it
+    n_tokens[0] = BUDGET  # an evenly spaced one bigger than what is left of the budget after it
+    evenly = sample_positions(64, CHECK_SAMPLE_PER_UNIT)
+    assert 0 in evenly and 5 not in evenly and 9 not in evenly
+    assert sample_rows(n_tokens, with_longest=False) == {0}  # the first takes the whole budget
+    n_tokens[0] = BUDGET - 100 * (len(evenly) - 2)  # now all but the last one fit
+    short = sample_rows(n_tokens, with_longest=False)
+    assert short == set(evenly[:-1])
+    assert sum(int(n_tokens[p]) for p in short) <= BUDGET
+    assert sample_rows(n_tokens, with_longest=True) == short | {9}
+    n_tokens[:] = BUDGET + 1  # nothing fits: the shortest candidate (the first, on a tie) still goes
+    assert sample_rows(n_tokens, with_longest=False) == {0}
+    assert sample_rows(np.zeros(0, dtype=np.int32), with_longest=True) == set()
+
+
+def test_every_eighth_unit_checks_its_longest_document(tmp_path, monkeypatch, texts, tokenizer_file):
+    monkeypatch.setattr(tokenize_module, "CHECK_LONGEST_MAX_TOKENS", 10**9)
+    monkeypatch.setattr(
+        tokenize_module,
+        "encoder_for",
+        lambda sha256, tokenizer: EncoderChoice(OffByOneOnLongest(tokenizer), "test"),
+    )
+    monkeypatch.setattr(tokenize_module, "CHECK_TOKENS_PER_UNIT", 0)  # the evenly spaced: the shortest only
+    store, outcome = tokenize(tmp_path / "root", texts, tokenizer_file, workers=1)
+    result = check_hf_reencode_sample(store, outcome.success, STAGE)
+    assert result.metadata["mismatched_docs"] == 1  # unit 0 of 3 (every 8th from the first) has its longest
