@@ -33,11 +33,31 @@ def _never_called():
     raise AssertionError("the in-process path asked for a SparkSession")
 
 
+def _signature_rows(docs: list[str], config: NearDedupConfig) -> pa.Table:
+    """The batch's signature rows without text, as the stage's signature units write them."""
+    from fm_assets.transforms.dedup.near_dup.docs import read_docs_arrow
+    from fm_assets.transforms.dedup.near_dup.signature_arrow import signature_batches
+    from fm_assets.transforms.dedup.near_dup.signature_units import SIGNATURES_SCHEMA
+
+    compute = signature_batches(config, *config.lsh())
+    tables = [
+        pa.Table.from_batches([batch]).select(SIGNATURES_SCHEMA.names).cast(SIGNATURES_SCHEMA)
+        for path in docs
+        for batch in compute(iter(read_docs_arrow([path]).to_batches(max_chunksize=2000)))
+    ]
+    return pa.concat_tables(tables) if tables else SIGNATURES_SCHEMA.empty_table()
+
+
 def _run(engine: str, spark, docs: list[str], priors: list[str], out: Path, config: NearDedupConfig):
-    """run_near_dedup forced onto one engine (local_max_docs is not part of the output)."""
+    """run_near_dedup forced onto one engine (local_max_docs is not part of the output). "local-units": the
+    in-process path as the stage runs it, handed signature rows without text (its scorer reads the texts
+    it needs from the files)."""
     forced = dataclasses.replace(config, local_max_docs=0 if engine == "spark" else 10**9)
-    outcome = run_near_dedup(spark if engine == "spark" else _never_called, docs, priors, str(out), forced)
-    assert outcome.stats["engine"] == engine
+    units = (lambda: _signature_rows(docs, forced)) if engine == "local-units" else None
+    outcome = run_near_dedup(
+        spark if engine == "spark" else _never_called, docs, priors, str(out), forced, signatures=units
+    )
+    assert outcome.stats["engine"] == engine.removesuffix("-units")
     return outcome
 
 
@@ -84,14 +104,16 @@ def _check_two_batches(
     spark, tmp: Path, first: list[str], second: list[str], config: NearDedupConfig
 ) -> dict:
     """Batch 1 on both engines, then batch 2 on both engines against each engine's batch-1 index."""
-    one = {e: _run(e, spark, first, [], tmp / f"idx1-{e}", config) for e in ("spark", "local")}
+    engines = ("spark", "local", "local-units")
+    one = {e: _run(e, spark, first, [], tmp / f"idx1-{e}", config) for e in engines}
     _assert_same(one["local"], one["spark"], tmp / "idx1-local", tmp / "idx1-spark")
+    _assert_same(one["local-units"], one["spark"], tmp / "idx1-local-units", tmp / "idx1-spark")
     two = {
         (reader, writer): _run(
             reader, spark, second, [str(tmp / f"idx1-{writer}")], tmp / f"idx2-{reader}-{writer}", config
         )
         for writer in ("spark", "local")
-        for reader in ("spark", "local")
+        for reader in engines
     }
     for (reader, writer), outcome in two.items():
         _assert_same(

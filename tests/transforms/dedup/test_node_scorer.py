@@ -78,3 +78,33 @@ def test_each_text_is_shingled_once_across_calls(monkeypatch) -> None:
     first = sum(shingled)
     scorer.score(b[:100], a[:100])  # nodes already shingled: nothing new
     assert sum(shingled) == first == len(scorer.sets)
+
+
+def test_texts_read_from_their_files_score_the_same_in_process_and_on_two_workers(tmp_path) -> None:
+    """The stage's path: nodes carry where their text is (file index, row), not the text; each shingling
+    task reads one file's rows where it runs."""
+    import pyarrow.parquet as pq
+
+    nodes, a, b, texts = nodes_and_pairs()
+    want = expected(nodes, a, b, texts)
+    paths: list[str] = []
+    part: list[tuple[int, int, int]] = []  # (node, file or -1, row)
+    for k in range(3):  # every third node's text in file k, at a row of its own (shuffled within the file)
+        members = list(range(k, len(texts), 3))[::-1]
+        paths.append(str(tmp_path / f"p{k}.parquet"))
+        pq.write_table(
+            pa.table({"text": pa.array([texts[i] for i in members], pa.large_string())}), paths[-1]
+        )
+        for r, i in enumerate(members):
+            part.append((i, -1 if texts[i] is None else k, r))
+    part.sort()
+    located = (
+        nodes.drop_columns(["text"])
+        .append_column("part", pa.array([p for _, p, _ in part], pa.int32()))
+        .append_column("row", pa.array([r for _, _, r in part], pa.int64()))
+    )
+    in_process = NodeScorer(located, NearDedupConfig(), text_paths=paths).score(a, b)
+    with spread_over(2):
+        on_workers = NodeScorer(located, NearDedupConfig(), text_paths=paths).score(a, b)
+    assert np.array_equal(in_process, want)
+    assert np.array_equal(on_workers, want)

@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 from fm_assets.transforms.dedup.clusters import min_label_components, survivors_in_process
 from fm_assets.transforms.dedup.near_dup.candidates import NodeScorer, bucket_pairs
 from fm_assets.transforms.dedup.near_dup.config import NearDedupConfig
-from fm_assets.transforms.dedup.near_dup.docs import LocalUnsupported, read_docs_arrow
+from fm_assets.transforms.dedup.near_dup.docs import LocalUnsupported, read_doc_places_arrow, read_docs_arrow
 from fm_assets.transforms.dedup.near_dup.index import explode_bands, read_index_arrow, write_index_arrow
 from fm_assets.transforms.dedup.near_dup.outcome import NearDedupOutcome, Phases, outcome_stats
 from fm_assets.transforms.dedup.near_dup.signature_arrow import SIG_ARROW_SCHEMA, signature_batches
@@ -44,7 +44,9 @@ _NODES_SCHEMA = pa.schema(
         ("doc_id", pa.string()),
         ("quality_score", pa.float32()),
         ("signature", pa.binary()),
-        ("text", pa.string()),
+        ("text", pa.string()),  # in-process signatures: the text; signature units: null (see part, row)
+        ("part", pa.int32()),  # signature units: the text's file (an index into the inputs), -1 for none
+        ("row", pa.int64()),  # ... and its row there
         ("prior", pa.bool_()),
     ]
 )
@@ -65,12 +67,14 @@ def _signatures(docs: pa.Table, config: NearDedupConfig, bands: int, rows: int) 
     return pa.Table.from_batches(batches, schema=SIG_ARROW_SCHEMA)
 
 
-def _with_text(signatures: pa.Table, docs: pa.Table, config: NearDedupConfig) -> pa.Table:
-    """Signatures computed elsewhere (:mod:`.signature_units`, without text) as :func:`_signatures` returns them."""
-    if not signatures.column("doc_id").equals(docs.column("doc_id")):
+def _with_places(signatures: pa.Table, places: pa.Table, config: NearDedupConfig) -> pa.Table:
+    """Signatures computed elsewhere (:mod:`.signature_units`, without text), with where each document's
+    text is (``part`` -1 when exact verification is off: no text is read)."""
+    if not signatures.column("doc_id").equals(places.column("doc_id")):
         raise ValueError("near-dup: the signature units' rows are not the batch's documents in part order")
-    text = docs.column("text") if config.verify_exact else pa.nulls(docs.num_rows, pa.string())
-    return signatures.append_column("text", text).cast(SIG_ARROW_SCHEMA)
+    part = places.column("part") if config.verify_exact else pa.array(np.full(places.num_rows, -1, np.int32))
+    rows = signatures.select([n for n in SIG_ARROW_SCHEMA.names if n != "text"])
+    return rows.append_column("part", part).append_column("row", places.column("row"))
 
 
 def _prior_entries(
@@ -103,12 +107,16 @@ def run_local_near_dedup(
     its workers), called once the documents passed the checks; None computes them here."""
     phases = Phases()
     bands, rows = config.lsh()
-    docs = read_docs_arrow(docs_parquet)
+    # with signature units the driver reads no text: the scorer's workers read the few texts it needs
+    docs = read_docs_arrow(docs_parquet) if signatures is None else read_doc_places_arrow(docs_parquet)
     n_docs = docs.num_rows if n_docs is None else n_docs
     if signatures is None:
         sigs = _signatures(docs, config, bands, rows)
+        sigs = sigs.append_column("part", pa.array(np.full(sigs.num_rows, -1, np.int32)))
+        sigs = sigs.append_column("row", pa.array(np.zeros(sigs.num_rows, np.int64)))
     else:
-        sigs = _with_text(signatures(), docs, config)
+        sigs = _with_places(signatures(), docs, config)
+        sigs = sigs.append_column("text", pa.nulls(sigs.num_rows, pa.string()))
     hashed = sigs.filter(pc.greater(sigs.column("n_shingles"), 0))
     phases.lap("signatures")
 
@@ -122,6 +130,8 @@ def run_local_near_dedup(
             hashed.column("quality_score"),
             hashed.column("signature"),
             hashed.column("text"),
+            hashed.column("part"),
+            hashed.column("row"),
             pa.array(np.zeros(hashed.num_rows, dtype=bool)),
         ],
         schema=_NODES_SCHEMA,
@@ -136,6 +146,8 @@ def run_local_near_dedup(
                 prior_sigs.column("quality_score"),
                 prior_sigs.column("signature"),
                 pa.nulls(prior_sigs.num_rows, pa.string()),
+                pa.array(np.full(prior_sigs.num_rows, -1, np.int32)),
+                pa.array(np.zeros(prior_sigs.num_rows, np.int64)),
                 pa.array(np.ones(prior_sigs.num_rows, dtype=bool)),
             ],
             schema=_NODES_SCHEMA,
@@ -158,7 +170,7 @@ def run_local_near_dedup(
         band_hash = np.concatenate([band_hash, np.asarray(prior_bands.column("band_hash"), dtype=np.int64)])
         is_prior = np.concatenate([is_prior, np.ones(prior_bands.num_rows, dtype=bool)])
     a, b = bucket_pairs(band, band_hash, member, is_prior, config.max_bucket_pairs)
-    scorer = NodeScorer(nodes, config)
+    scorer = NodeScorer(nodes, config, text_paths=None if signatures is None else docs_parquet)
     similarity = scorer.score(a, b)
     edge = similarity >= config.threshold
     n_candidates, n_edges = len(a), int(np.count_nonzero(edge))
