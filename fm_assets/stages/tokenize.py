@@ -142,9 +142,9 @@ def check_hf_reencode_sample(store: ObjectStore, success: StageSuccess, stage: A
     """Re-encode a deterministic sample of every unit with HF ``tokenizers``; any difference fails.
 
     Per unit (the units spread over the stage's workers): the rows ``sample_rows`` picks (evenly spaced
-    documents within a token budget; on every ``CHECK_LONG_EVERY_UNITS``-th unit also its longest), their texts read from the upstream parts the unit marker names, encoded with
-    the pinned tokenizer loaded from the registry (EOS appended as the stage does) and compared with the ids
-    the stage wrote.
+    documents within a token budget; on every ``CHECK_LONG_EVERY_UNITS``-th unit also its longest), their
+    texts read from the upstream parts the unit marker names, encoded with the pinned tokenizer loaded from
+    the registry (EOS appended as the stage does) and compared with the ids the stage wrote.
     """
     eos = success.config["eos_id"] if success.config.get("add_eos") else None
     tasks = [
