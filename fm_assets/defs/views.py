@@ -41,6 +41,7 @@ from fm_assets.datasets.views import (
 )
 from fm_assets.defs.conventions import ROW_COUNT
 from fm_assets.engine.hashing import stable_hash
+from fm_assets.engine.pool import resolve_workers, spread_over
 
 
 def _prefix(namespace: str) -> str:
@@ -50,7 +51,7 @@ def _prefix(namespace: str) -> str:
 @asset(
     group_name="release",
     deps=[SOURCE_STAGE],
-    required_resource_keys={"store", "iceberg"},
+    required_resource_keys={"store", "iceberg", "pipeline"},
     code_version="curated-v2",
     pool=ICEBERG_LOCK,
     check_specs=[
@@ -67,7 +68,9 @@ def _prefix(namespace: str) -> str:
 def curated_documents(context: AssetExecutionContext) -> MaterializeResult:
     store = context.resources.store.store()
     catalog = context.resources.iceberg.catalog()
-    synced = sync_curated_namespaces(store, catalog)
+    # the data files are written on the worker pool (the batch's text copied in parallel), the commit here
+    with spread_over(resolve_workers(context.resources.pipeline.workers)):
+        synced = sync_curated_namespaces(store, catalog)
     metadata: dict[str, Any] = {}
     rows_ok, rows_meta, foreign = True, {}, {}
     for namespace, sync in synced.items():

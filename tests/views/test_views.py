@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
@@ -118,3 +120,40 @@ def test_dagster_records_snapshot_and_passing_row_check(views_run, monkeypatch):
     evaluation = record.event.dagster_event.event_specific_data
     assert evaluation.passed
     assert evaluation.metadata["table_rows"].value == views_run.states["batch_a_changed"].rows
+
+
+def test_data_files_written_on_two_workers_hold_the_same_rows_in_the_same_order(
+    views_run, tmp_path, monkeypatch
+):
+    """The release copies a batch's text into the table's data files on the worker pool, one task per run of
+    decontaminate parts: a table synced that way holds the rows the in-process sync writes, in part order."""
+    from fm_assets.datasets import views
+    from fm_assets.engine.pool import spread_over
+
+    def synced_rows(root: Path, workers: int) -> tuple[list[str], int]:
+        catalog = IcebergCatalogResource(root=str(root)).catalog()
+        with spread_over(workers):
+            sync = views.sync_curated_documents(views_run.store, catalog)
+        table = catalog.load_table(CURATED_TABLE)
+        ids = []
+        for batch in sorted(sync.versions):
+            scan = table.scan(row_filter=EqualTo("batch", batch), selected_fields=("doc_id",))
+            ids += [
+                doc_id
+                for task in scan.plan_files()
+                for doc_id in pq.read_table(task.file.file_path.removeprefix("file://"), columns=["doc_id"])[
+                    "doc_id"
+                ].to_pylist()
+            ]
+        assert sync.rows_written == sync.rows == len(ids)
+        return ids, len(list(table.scan().plan_files()))
+
+    one_process, one_process_files = synced_rows(tmp_path / "in-process", 1)
+    monkeypatch.setattr(views, "GROUP_BYTES", 1)  # a task per part
+    on_workers, worker_files = synced_rows(tmp_path / "workers", 2)
+    parts = sum(
+        len(read_success(views_run.store, "decontaminate", b).parts)
+        for b in (views_run.batch_a, views_run.batch_b, views_run.batch_early)
+    )
+    assert on_workers == one_process and len(on_workers) == views_run.states["batch_a_changed"].rows
+    assert one_process_files == 3 and worker_files == parts > 3  # one data file per part, each batch's rows
