@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from fm_assets.compliance.namespaces import (
     DEFAULT_NAMESPACE,
@@ -45,7 +44,7 @@ from fm_assets.engine.landing import LandingError
 from fm_assets.engine.locks import store_lock
 from fm_assets.engine.pool import map_on_workers
 from fm_assets.engine.refs import batches_with_ref, read_ref, read_success
-from fm_assets.engine.store import ObjectStore
+from fm_assets.engine.store import ObjectStore, iter_parquet_batches
 
 if TYPE_CHECKING:  # pyiceberg is imported where a view is written, not with the code location
     from pyiceberg.catalog import Catalog
@@ -216,28 +215,18 @@ def iter_part_batches(
 ) -> Iterator[pa.RecordBatch]:
     """The record batches of ``stage``'s current output for ``batch``, one Parquet read batch at a time."""
     for part in read_success(store, stage, batch).parts:
-        with store.open(part) as handle:
-            yield from pq.ParquetFile(handle).iter_batches(batch_size=READ_ROWS, columns=columns)
+        yield from iter_parquet_batches(store, part, columns, READ_ROWS)
 
 
 def curated_chunks(
-    store: ObjectStore, batch: str, schema: pa.Schema, chunk_bytes: int = CHUNK_BYTES
+    store: ObjectStore, parts: list[str], schema: pa.Schema, chunk_bytes: int = CHUNK_BYTES
 ) -> Iterator[pa.Table]:
-    """``batch``'s decontaminated documents as curated-table chunks of at most about ``chunk_bytes``."""
-    yield from _chunks_of_parts(store, read_success(store, SOURCE_STAGE, batch).parts, schema, chunk_bytes)
-
-
-def _chunks_of_parts(
-    store: ObjectStore, parts: list[str], schema: pa.Schema, chunk_bytes: int
-) -> Iterator[pa.Table]:
-    def record_batches() -> Iterator[pa.RecordBatch]:
-        for part in parts:
-            with store.open(part) as handle:
-                yield from pq.ParquetFile(handle).iter_batches(batch_size=READ_ROWS)
-
+    """The documents of decontaminate ``parts`` as curated-table chunks of at most about ``chunk_bytes``."""
     pending: list[pa.RecordBatch] = []
     pending_bytes = 0
-    for record_batch in record_batches():
+    for record_batch in (
+        batch for part in parts for batch in iter_parquet_batches(store, part, batch_size=READ_ROWS)
+    ):
         with_chars = record_batch.append_column(
             "n_chars", pc.utf8_length(record_batch.column("text")).cast(pa.int64())
         )
@@ -285,7 +274,7 @@ def write_data_files(task: DataFilesTask) -> list[Any]:
     counter = itertools.count(task.first_file)
     files: list[Any] = []
     schema = curated_schema().as_arrow()
-    for chunk in _chunks_of_parts(task.store, task.parts, schema, task.chunk_bytes):
+    for chunk in curated_chunks(task.store, task.parts, schema, task.chunk_bytes):
         files.extend(
             _dataframe_to_data_files(
                 task.metadata, chunk, task.io, write_uuid=task.write_uuid, counter=counter

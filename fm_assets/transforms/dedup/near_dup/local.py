@@ -68,12 +68,13 @@ def _signatures(docs: pa.Table, config: NearDedupConfig, bands: int, rows: int) 
 
 
 def _with_places(signatures: pa.Table, places: pa.Table, config: NearDedupConfig) -> pa.Table:
-    """Signatures computed elsewhere (:mod:`.signature_units`, without text), with where each document's
-    text is (``part`` -1 when exact verification is off: no text is read)."""
+    """Signatures computed elsewhere (:mod:`.signature_units`, without text: the column is null), with where
+    each document's text is (``part`` -1 when exact verification is off: no text is read)."""
     if not signatures.column("doc_id").equals(places.column("doc_id")):
         raise ValueError("near-dup: the signature units' rows are not the batch's documents in part order")
     part = places.column("part") if config.verify_exact else pa.array(np.full(places.num_rows, -1, np.int32))
     rows = signatures.select([n for n in SIG_ARROW_SCHEMA.names if n != "text"])
+    rows = rows.append_column("text", pa.nulls(rows.num_rows, pa.string()))
     return rows.append_column("part", part).append_column("row", places.column("row"))
 
 
@@ -116,7 +117,6 @@ def run_local_near_dedup(
         sigs = sigs.append_column("row", pa.array(np.zeros(sigs.num_rows, np.int64)))
     else:
         sigs = _with_places(signatures(), docs, config)
-        sigs = sigs.append_column("text", pa.nulls(sigs.num_rows, pa.string()))
     hashed = sigs.filter(pc.greater(sigs.column("n_shingles"), 0))
     phases.lap("signatures")
 
