@@ -5,15 +5,15 @@ sample, one set of datasets per release namespace.
 
 Rows come from every batch's ``media_shard`` output (the sample's shard and position, shape, caption and its
 token count, licence, namespace, raw and normalized hashes) plus the batch's source; each image's thumbnail
-(and each clip's) is made from its normalized bytes, read from the ``media_normalize`` output the shards were built from. Like ``documents_lance``, a dataset is rewritten as a
-new Lance version only when its inputs (the ``media_shard`` data versions, and ``VIEW_VERSION``: a new column
-rewrites the views once) changed, the inputs' hash sits in the schema metadata, and the write holds the ``lance`` lock. Rows stream batch by batch (bounded memory).
+(and each clip's) is made from its normalized bytes, read from the ``media_normalize`` output the shards were built from. Like ``documents_lance``, a dataset records each batch's
+``media_shard`` data version and a release rewrites only the batches whose version changed (``lance_sync``;
+``VIEW_VERSION`` is the layout: a new column rewrites the views whole once); the write holds the ``lance``
+lock. Rows stream batch by batch (bounded memory).
 """
 
 from __future__ import annotations
 
 import io
-import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,7 +22,8 @@ import pyarrow.parquet as pq
 from PIL import Image
 
 from fm_assets.compliance.namespaces import DEFAULT_NAMESPACE
-from fm_assets.datasets.views import LANCE_INPUTS_KEY, LANCE_LOCK, lance_write_mode, stage_versions
+from fm_assets.datasets.lance_sync import sync_lance_batches
+from fm_assets.datasets.views import LANCE_LOCK, stage_versions
 from fm_assets.engine.hashing import stable_hash
 from fm_assets.engine.landing import read_batch_manifest
 from fm_assets.engine.locks import store_lock
@@ -192,43 +193,27 @@ def write_media_lance(
     *,
     namespace: str = DEFAULT_NAMESPACE,
 ) -> dict[str, Any]:
-    """Rewrite ``namespace``'s images and audio datasets (only the batches whose effective namespace it is)
-    unless their inputs are unchanged; returns what each holds."""
-    import lance  # imported here, as in views.py: lance warns when a process that imported it forks
-
+    """Bring ``namespace``'s images, audio and videos datasets (only the batches whose effective namespace it is)
+    in line with its ``media_shard`` outputs: only the batches whose output changed are (re)written
+    (``lance_sync``); returns what each holds."""
     versions = stage_versions(store, SHARD_STAGE, namespace)
     batches = sorted(versions)
     inputs_version = stable_hash([VIEW_VERSION, [(batch, versions[batch]) for batch in batches]])
     result: dict[str, Any] = {"inputs_version": inputs_version}
     with store_lock(store, LANCE_LOCK):
         for modality, uri in sorted(uris.items()):
-            try:
-                existing = lance.dataset(uri, storage_options=storage_options)
-            except (ValueError, FileNotFoundError, OSError):
-                existing = None
-            if (
-                existing is not None
-                and (existing.schema.metadata or {}).get(LANCE_INPUTS_KEY) == inputs_version.encode()
-            ):
-                result[modality] = {
-                    "version": existing.version,
-                    "rows": existing.count_rows(),
-                    "written": False,
-                }
-                continue
-            schema = SCHEMAS[modality].with_metadata({LANCE_INPUTS_KEY: inputs_version.encode()})
-            reader = pa.RecordBatchReader.from_batches(
-                schema,
-                (
-                    b.replace_schema_metadata(schema.metadata)
-                    for b in iter_view_batches(store, modality, batches)
-                ),
+            sync = sync_lance_batches(
+                uri,
+                storage_options,
+                SCHEMAS[modality],
+                versions,
+                VIEW_VERSION,
+                lambda chosen, modality=modality: iter_view_batches(store, modality, chosen),
             )
-            dataset = lance.write_dataset(
-                reader, uri, schema=schema, mode=lance_write_mode(existing), storage_options=storage_options
-            )
-            logging.getLogger(__name__).info(
-                "Lance %s: version %d, %d rows", uri, dataset.version, dataset.count_rows()
-            )
-            result[modality] = {"version": dataset.version, "rows": dataset.count_rows(), "written": True}
+            result[modality] = {
+                "version": sync.version,
+                "rows": sync.rows,
+                "written": sync.written,
+                "batches_written": len(sync.batches_written),
+            }
     return result

@@ -9,9 +9,10 @@ on_device; ``compliance.namespaces``), holding only the batches whose effective 
 is already recorded (table property ``fm.batch-version.<batch>``) is skipped, and every materialization
 that changes data commits exactly one Iceberg snapshot. Part files are streamed in bounded chunks.
 
-``documents_lance`` rewrites a per-document Lance dataset (stats from ``decontaminate`` joined with
-``n_tokens`` from ``tokenize``) as a new Lance version when its inputs changed; the inputs' hash sits in
-the Lance schema metadata so an unchanged re-materialization writes nothing.
+``documents_lance`` keeps a per-document Lance dataset (stats from ``decontaminate`` joined with
+``n_tokens`` from ``tokenize``) in step the same way: the dataset records each batch's input version, a
+release rewrites only the batches whose version changed, and an unchanged re-materialization writes nothing
+(``lance_sync``).
 
 Both are shared state written by whichever run materializes them, so each sync is one critical section
 (read what the table/dataset holds, write, commit) under a lock: ``engine.locks.store_lock`` (``iceberg``,
@@ -39,6 +40,7 @@ from fm_assets.compliance.namespaces import (
     lance_uri,
 )
 from fm_assets.compliance.promotions import RELEASE_NAMESPACES, ReviewError
+from fm_assets.datasets.lance_sync import open_lance, sync_lance_batches
 from fm_assets.engine.hashing import stable_hash
 from fm_assets.engine.landing import LandingError
 from fm_assets.engine.locks import store_lock
@@ -135,13 +137,7 @@ LANCE_SCHEMA = pa.schema(
         pa.field("pii_flags", pa.string()),
     ]
 )
-LANCE_INPUTS_KEY = b"fm.inputs_version"
-
-
-def lance_write_mode(existing: Any) -> str:
-    """``overwrite`` a dataset that exists, ``create`` one that does not (overwriting nothing makes Lance log a
-    warning on stderr, which the CLI's output should not carry)."""
-    return "create" if existing is None else "overwrite"
+LANCE_LAYOUT = "documents-v1"  # the rows' format in the Lance dataset: a change rewrites it whole once
 
 
 # -- Iceberg ------------------------------------------------------------------------------------
@@ -466,37 +462,20 @@ def iter_document_rows(store: ObjectStore, batches: list[str]) -> Iterator[pa.Re
             yield from joined.select(LANCE_SCHEMA.names).cast(LANCE_SCHEMA).to_batches()
 
 
-def lance_inputs_version(store: ObjectStore, namespace: str = DEFAULT_NAMESPACE) -> tuple[list[str], str]:
-    docs = stage_versions(store, SOURCE_STAGE, namespace)
-    tokens = stage_versions(store, TOKENS_STAGE)
-    batches = sorted(docs)
-    return batches, stable_hash([(batch, docs[batch], tokens.get(batch)) for batch in batches])
-
-
 def write_documents_lance_namespaces(
     store: ObjectStore, cloud_uri: str, storage_options: dict[str, str] | None = None
 ) -> dict[str, dict[str, Any]]:
-    """Write every release namespace's Lance dataset (cloud always; another once it has batches or data)."""
+    """Sync every release namespace's Lance dataset (cloud always; another once it has batches or data)."""
     written = {}
     for namespace in RELEASE_NAMESPACES:
         uri = lance_uri(cloud_uri, namespace)
         if (
             namespace == DEFAULT_NAMESPACE
             or stage_versions(store, SOURCE_STAGE, namespace)
-            or _lance_exists(uri, storage_options)
+            or open_lance(uri, storage_options) is not None
         ):
             written[namespace] = write_documents_lance(store, uri, storage_options, namespace=namespace)
     return written
-
-
-def _lance_exists(uri: str, storage_options: dict[str, str] | None) -> bool:
-    import lance
-
-    try:
-        lance.dataset(uri, storage_options=storage_options)
-    except (ValueError, FileNotFoundError, OSError):
-        return False
-    return True
 
 
 def write_documents_lance(
@@ -506,49 +485,30 @@ def write_documents_lance(
     *,
     namespace: str = DEFAULT_NAMESPACE,
 ) -> dict[str, Any]:
-    """Overwrite the Lance documents dataset at ``uri`` (a new Lance version) with ``namespace``'s batches
-    unless its inputs are unchanged.
+    """Bring ``namespace``'s Lance documents dataset at ``uri`` in line with its batches: only the batches whose
+    decontaminate or tokenize output changed are (re)written (``lance_sync``).
 
-    Serialized by ``store_lock(store, LANCE_LOCK)``, so the inputs check and the write see the same state.
+    Serialized by ``store_lock(store, LANCE_LOCK)``, so the record check and the writes see the same state.
     """
     with store_lock(store, LANCE_LOCK):
-        return _write_documents_lance(store, uri, storage_options, namespace)
-
-
-def _write_documents_lance(
-    store: ObjectStore, uri: str, storage_options: dict[str, str] | None, namespace: str
-) -> dict[str, Any]:
-    import lance  # imported here: lance warns when a process that imported it forks (Spark, executors)
-
-    batches, inputs_version = lance_inputs_version(store, namespace)
-    try:
-        existing = lance.dataset(uri, storage_options=storage_options)
-    except (ValueError, FileNotFoundError, OSError):
-        existing = None
-    if (
-        existing is not None
-        and (existing.schema.metadata or {}).get(LANCE_INPUTS_KEY) == inputs_version.encode()
-    ):
-        log.info("Lance %s is current (inputs %s): nothing written", uri, inputs_version)
-        return {
-            "version": existing.version,
-            "rows": existing.count_rows(),
-            "written": False,
-            "inputs_version": inputs_version,
-        }
-    schema = LANCE_SCHEMA.with_metadata({LANCE_INPUTS_KEY: inputs_version.encode()})
-    reader = pa.RecordBatchReader.from_batches(
-        schema, (b.replace_schema_metadata(schema.metadata) for b in iter_document_rows(store, batches))
-    )
-    dataset = lance.write_dataset(
-        reader, uri, schema=schema, mode=lance_write_mode(existing), storage_options=storage_options
-    )
-    log.info("Lance %s: version %d, %d rows", uri, dataset.version, dataset.count_rows())
+        docs = stage_versions(store, SOURCE_STAGE, namespace)
+        tokens = stage_versions(store, TOKENS_STAGE)
+        wanted = {batch: stable_hash([docs[batch], tokens.get(batch)]) for batch in docs}
+        sync = sync_lance_batches(
+            uri,
+            storage_options,
+            LANCE_SCHEMA,
+            wanted,
+            LANCE_LAYOUT,
+            lambda batches: iter_document_rows(store, batches),
+        )
     return {
-        "version": dataset.version,
-        "rows": dataset.count_rows(),
-        "written": True,
-        "inputs_version": inputs_version,
+        "version": sync.version,
+        "rows": sync.rows,
+        "written": sync.written,
+        "batches_written": len(sync.batches_written),
+        # the asset's data version: unchanged from when the dataset was rewritten whole
+        "inputs_version": stable_hash([(batch, docs[batch], tokens.get(batch)) for batch in sorted(docs)]),
     }
 
 

@@ -32,6 +32,7 @@ class ViewState:
     versions: dict[str, str]
     lance_version: int
     lance_rows: int
+    lance_fragments: frozenset[int]  # ids of the Lance dataset's data fragments
     decontaminate_records_out: dict[str, int]  # what the table must hold, read from the stage markers
     last_summary: dict[str, str] = field(default_factory=dict)
 
@@ -64,6 +65,7 @@ def view_state(root: Path) -> ViewState:
         versions=recorded_versions(table),
         lance_version=dataset.version,
         lance_rows=dataset.count_rows(),
+        lance_fragments=frozenset(fragment.fragment_id for fragment in dataset.get_fragments()),
         decontaminate_records_out={
             batch: read_success(store, "decontaminate", batch).counts.records_out
             for batch in batches_with_ref(store, "decontaminate")
