@@ -255,7 +255,7 @@ def sync(device: torch.device) -> None:
 def synthetic_rate(
     step: Callable[[Any], None],
     batches: list[dict[str, Any]],
-    units: Callable[[dict[str, Any]], int],
+    units: Callable[[dict[str, Any]], Any],
     steps: int,
 ) -> tuple[float, float]:
     """(units/s, seconds per step) of ``step`` on device-resident batches, taken in turn."""
@@ -263,13 +263,13 @@ def synthetic_rate(
         lambda b: [step(x) for x in b], batches, steps=max(1, steps // len(batches))
     )
     per_step = seconds / len(batches)
-    return sum(units(b) for b in batches) / len(batches) / per_step, per_step
+    return sum(int(units(b)) for b in batches) / len(batches) / per_step, per_step
 
 
 def loader_run(
     loader: Loader,
     step: Callable[[Any], None],
-    units: Callable[[dict[str, Any]], int],
+    units: Callable[[dict[str, Any]], Any],
     steps: int,
     warmup: int,
     baseline_s: float,
@@ -281,15 +281,16 @@ def loader_run(
         step(next(it))
     sync(device)
     loader.reset_metrics()
-    count = 0
+    count: Any = 0  # summed where the batches are: int() of a CUDA tensor would wait for the GPU every step
     with Utilisation() as util:
         t0 = time.perf_counter()
         for _ in range(steps):
             batch = next(it)
-            count += units(batch)
+            count = count + units(batch)
             step(batch)
         sync(device)
         seconds = time.perf_counter() - t0
+    count = int(count)
     m = loader.metrics()
     close = getattr(it, "close", None)
     if close is not None:
@@ -306,18 +307,20 @@ def loader_run(
 
 
 def loader_only(
-    loader: Loader, units: Callable[[dict[str, Any]], int], steps: int, warmup: int, device: torch.device
+    loader: Loader, units: Callable[[dict[str, Any]], Any], steps: int, warmup: int, device: torch.device
 ) -> float:
     """Units/s of the loader alone (batches on the device, no training step): what it can feed at most."""
     it = iter(loader)
     for _ in range(warmup):
         next(it)
     sync(device)
-    count, t0 = 0, time.perf_counter()
+    count: Any = 0
+    t0 = time.perf_counter()
     for _ in range(steps):
-        count += units(next(it))
+        count = count + units(next(it))  # a device tensor: no host sync per batch
     sync(device)
     seconds = time.perf_counter() - t0
+    count = int(count)
     close = getattr(it, "close", None)
     if close is not None:
         close()
@@ -415,7 +418,7 @@ def main() -> None:
             except ValueError as exc:  # image_decode="gpu" without a working GPU codec (torchvision missing)
                 runs[name] = {"skipped": str(exc)}
                 continue
-            valid = lambda b: int(b["valid"].sum())  # noqa: E731
+            valid = lambda b: b["valid"].sum()  # noqa: E731 - a device tensor, summed without a sync
             run = loader_run(loader, step, valid, args.steps, args.warmup, compute_s, device)
             run["fraction_of_compute_only"] = round(run["per_s"] / compute_rate, 4)
             run["loader_only_per_s"] = loader_only(image_loader(), valid, args.steps, args.warmup, device)
@@ -443,7 +446,7 @@ def main() -> None:
         )
         first = next(iter(Loader(text_manifest, args.text_batch, seed=0)))
         resident = [{k: v.to(device) for k, v in first.items() if isinstance(v, torch.Tensor)}]
-        tokens = lambda b: int(b["valid_token_count"].sum())  # noqa: E731
+        tokens = lambda b: b["valid_token_count"].sum()  # noqa: E731 - a device tensor, no sync
         compute_rate, compute_s = synthetic_rate(step, resident, tokens, args.steps)
         runs = {}
         text_epochs = epochs_for(args.steps + args.warmup, args.text_batch, args.rows, slack=1)

@@ -141,18 +141,41 @@ class _Slot:
     fence: Fence | None = None
 
 
+MAX_RINGS = 64  # staging rings kept (every bucket shape of a bucketed loader; batches padded per batch vary)
+
+
 @dataclass
 class StagingRing:
-    """``slots`` reused staging buffers per (key, shape, dtype); a slot is rewritten only after its copy ended."""
+    """``slots`` reused staging buffers per (key, shape, dtype); a slot is rewritten only after its copy ended.
+
+    At most ``max_rings`` rings are kept, the least recently used dropped first (after its copies ended): a
+    kind whose batches are padded to their own longest sample (audio without ``audio_max_frames``) has a new
+    shape nearly every batch, and its pinned buffers would otherwise pile up without bound.
+    """
 
     transfer: Transfer
     slots: int
+    max_rings: int = MAX_RINGS
     _rings: dict[tuple[str, torch.Size, torch.dtype], list[_Slot]] = field(default_factory=dict)
     _next: dict[tuple[str, torch.Size, torch.dtype], int] = field(default_factory=dict)
 
+    def _ring(self, ring_key: tuple[str, torch.Size, torch.dtype]) -> list[_Slot]:
+        """The ring of ``ring_key``, now the most recently used; a new one drops the least recently used."""
+        ring = self._rings.pop(ring_key, None)
+        if ring is None:
+            ring = []
+            while len(self._rings) >= self.max_rings:
+                oldest = next(iter(self._rings))
+                for slot in self._rings.pop(oldest):
+                    if slot.fence is not None:
+                        slot.fence.synchronize()  # its buffer is freed only once no copy reads it
+                self._next.pop(oldest, None)
+        self._rings[ring_key] = ring
+        return ring
+
     def stage(self, key: str, tensor: torch.Tensor) -> _Slot:
         ring_key = (key, tensor.shape, tensor.dtype)
-        ring = self._rings.setdefault(ring_key, [])
+        ring = self._ring(ring_key)
         position = self._next.get(ring_key, 0)
         if len(ring) < self.slots:
             slot = _Slot(self.transfer.empty_staging(tensor.shape, tensor.dtype))
@@ -277,7 +300,7 @@ class DeviceFeeder(Iterator[Any]):
 
     @property
     def staging_buffers(self) -> int:
-        """Staging buffers allocated so far (bounded by (depth + 1) x keys x distinct shapes)."""
+        """Staging buffers held (at most the ring's slots x distinct (key, shape, dtype), kept to ``MAX_RINGS``)."""
         return self._ring.buffers()
 
 

@@ -59,7 +59,20 @@ def jpeg_codec() -> JpegCodec | None:
         return None
 
     def decode(datas: list[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
-        out = decode_jpeg(datas, mode=ImageReadMode.RGB, device=device)
+        # torchvision allocates the outputs on the caller's current stream but has nvJPEG write them on a
+        # private stream that never waits on the caller's (decode_jpegs_cuda.cpp): a block freed on this
+        # stream with kernels still queued to read it (the previous batch's resize temporaries) could be
+        # overwritten early. Letting this stream drain first makes every block it hands out really free.
+        if device.type == "cuda":
+            torch.cuda.current_stream(device).synchronize()
+        try:
+            out = decode_jpeg(datas, mode=ImageReadMode.RGB, device=device)
+        except Exception:
+            # a failed call frees its outputs while nvJPEG work queued before the failure may still write
+            # them: wait for the whole device before the caching allocator hands them out again
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            raise
         return list(out) if isinstance(out, (list, tuple)) else [out]
 
     return decode
@@ -235,7 +248,8 @@ class GpuImageDecoder:
 
 def payloads(batch: dict[str, Any]) -> list[memoryview | None]:
     """The compressed bytes of each sample of a batch built with ``image_decode="bytes"`` (None: no sample)."""
-    data, offsets = batch["image_bytes"].numpy(), batch["image_offsets"].tolist()
+    # .cpu(): a no-op on host batches; a "bytes" batch handed out on a CUDA device cannot be .numpy()'d
+    data, offsets = batch["image_bytes"].cpu().numpy(), batch["image_offsets"].tolist()
     valid = batch["valid"].tolist()
     view = memoryview(data)
     return [view[offsets[i] : offsets[i + 1]] if valid[i] else None for i in range(len(valid))]

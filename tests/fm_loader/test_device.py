@@ -120,6 +120,30 @@ def test_one_ring_per_shape_for_bucketed_batches() -> None:
     assert feeder.staging_buffers == 2 * 3
 
 
+def test_batches_of_a_new_shape_each_time_do_not_pile_up_staging_buffers() -> None:
+    """Audio batches are padded to their own longest clip: a new shape nearly every batch. The pinned staging
+    buffers stay bounded (least recently used rings dropped, after their copies ended) and every batch is
+    still its own."""
+
+    def padded_per_batch() -> Iterator[dict[str, object]]:
+        for k in range(200):
+            yield {"audio": torch.full((2, 100 + k), float(k)), "lengths": torch.full((2,), k)}
+
+    transfer = RecordingTransfer()
+    feeder = DeviceFeeder(padded_per_batch(), transfer, depth=2)
+    feeder._ring.max_rings = 8
+    out = list(feeder)
+    assert [int(b["audio"][0, 0]) for b in out] == list(range(200))
+    assert all(b["audio"].shape == (2, 100 + k) for k, b in enumerate(out))
+    assert feeder.staging_buffers <= 8 * 3
+    assert len(feeder._ring._rings) <= 8 and len(feeder._ring._next) <= 8
+    # the fixed-shape key keeps its ring (used every batch, never the least recent): 3 slots, reused
+    assert len(feeder._ring._rings[("lengths", torch.Size([2]), torch.int64)]) == 3
+    # an evicted ring's last copies were waited on before its buffers were let go
+    for k in range(150):
+        assert f"sync {k}" in transfer.log
+
+
 def test_depth_must_be_positive() -> None:
     with pytest.raises(ValueError, match="depth must be >= 1"):
         DeviceFeeder([], HostTransfer(), depth=0)

@@ -161,3 +161,54 @@ def test_real_nvjpeg_matches_the_cpu_path_except_pixels(dataset) -> None:
         assert sa == sb and torch.equal(a["valid"], b["valid"].cpu())
         assert b["images"].is_cuda
         assert (a["images"].float() - b["images"].cpu().float()).abs().mean() < 12
+
+
+def fake_torchvision(monkeypatch, decode_jpeg) -> None:
+    """``torchvision.io`` with ``decode_jpeg`` replaced (this machine has no torchvision)."""
+    import enum
+    import sys
+    import types
+
+    io_module = types.ModuleType("torchvision.io")
+    io_module.ImageReadMode = enum.Enum("ImageReadMode", "UNCHANGED GRAY RGB")  # type: ignore[attr-defined]
+    io_module.decode_jpeg = decode_jpeg  # type: ignore[attr-defined]
+    package = types.ModuleType("torchvision")
+    package.io = io_module  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "torchvision", package)
+    monkeypatch.setitem(sys.modules, "torchvision.io", io_module)
+
+
+def test_the_torchvision_codec_drains_the_callers_stream_before_nvjpeg_writes(monkeypatch) -> None:
+    """torchvision's CUDA decode allocates its outputs on the caller's stream and writes them from a stream of
+    its own that does not wait on the caller's: the codec lets the caller's stream finish first, and after a
+    failed call waits for the device before the freed outputs can be handed out again."""
+    events: list[str] = []
+
+    class Stream:
+        def synchronize(self) -> None:
+            events.append("stream drained")
+
+    def decode_jpeg(datas, mode, device):
+        assert isinstance(datas, list) and mode.name == "RGB" and device.type == "cuda"
+        events.append(f"decode {len(datas)}")
+        if any(bytes(d[:2].tolist()) != b"\xff\xd8" for d in datas):
+            raise RuntimeError("Error while decoding JPEG images: Failed to get image info: 2")
+        return [torch.zeros((3, 2, 2), dtype=torch.uint8) for _ in datas]
+
+    fake_torchvision(monkeypatch, decode_jpeg)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: Stream())
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: events.append("device synchronized"))
+    codec = gpu_decode.jpeg_codec()
+    assert codec is not None
+    good = torch.tensor([0xFF, 0xD8, 0xFF, 0xE0], dtype=torch.uint8)
+    assert len(codec([good, good], torch.device("cuda"))) == 2
+    assert events == ["stream drained", "decode 2"]
+    events.clear()
+    with pytest.raises(RuntimeError, match="Error while decoding JPEG images"):
+        codec([good, torch.tensor([1, 2, 3], dtype=torch.uint8)], torch.device("cuda"))
+    assert events == ["stream drained", "decode 2", "device synchronized"]
+    # and the decoder then finds the refused sample one by one, the good one still decoded on the "GPU"
+    events.clear()
+    decoder = gpu_decode.GpuImageDecoder(torch.device("cuda"), codec)
+    decoded = decoder._gpu([good, torch.tensor([1, 2, 3], dtype=torch.uint8)])
+    assert decoded[0] is not None and decoded[1] is None
