@@ -1,10 +1,11 @@
 """Fixed-cost benchmark: what one ``fm run`` of one small batch pays outside its stages' unit work.
 
     python bench/fixed_costs.py [--workdir DIR] [--docs 100] [--warm-docs 300] [--reps 3] [--workers 1]
-                                [--profile]
+                                [--profile] [--warm-corpus FILE]
 
 A root is warmed first (one batch of ``--warm-docs`` held-out documents landed and run: tokenizer pinned,
-side inputs built, Dagster instance created), then ``--reps`` batches of ``--docs`` other documents are
+side inputs built, Dagster instance created; ``--warm-corpus FILE``: the documents of a JSONL file instead,
+for a root that already holds a large batch), then ``--reps`` batches of ``--docs`` other documents are
 each landed and run (``fm run <batch>``: the batch's stages, then the release, the card and the views),
 each a fresh ``fm run`` process, the way the landing sensor runs a new batch. Then ``--backfill-batches``
 batches are landed and run by one ``fm run`` (one process, one release, as a backfill runs them):
@@ -56,6 +57,7 @@ from scale import (
     land,
     load_docs,
     optional_parts,
+    read_corpus,
     run_pipeline,
     stage_split,
     train_tokenizer,
@@ -166,6 +168,12 @@ def main() -> None:
     )
     parser.add_argument("--profile", action="store_true", help="run the measured runs under cProfile")
     parser.add_argument(
+        "--warm-corpus",
+        type=Path,
+        help="the warm-up batch is this JSONL(.gz/.xz) file's documents (a root that already holds a large "
+        "batch: what the release and views pay as the root grows), not --warm-docs of --packages",
+    )
+    parser.add_argument(
         "--packages", default=",".join(HELD_OUT), help="Debian documentation packages to read"
     )
     args = parser.parse_args()
@@ -183,7 +191,8 @@ def main() -> None:
     subprocess.run(["rm", "-rf", str(root)], check=True)
     env = fm_env(root, tokenizer, args.workers)
 
-    write_corpus(workdir / "corpora" / "warm.jsonl", docs[: args.warm_docs])
+    warm_docs = read_corpus(args.warm_corpus) if args.warm_corpus else docs[: args.warm_docs]
+    warm_mb = write_corpus(workdir / "corpora" / "warm.jsonl", warm_docs)
     land(root, workdir / "corpora" / "warm.jsonl", "warm", env)
     warm = run_pipeline(root, env)
     runs = []
@@ -212,7 +221,11 @@ def main() -> None:
         + (["profiled: timings include cProfile's overhead"] if args.profile else []),
         "workers": args.workers,
         "docs_per_batch": args.docs,
-        "warm_run_wall_s": round(warm["wall_s"], 2),
+        "warm_batch": {
+            "docs": len(warm_docs),
+            "mb": round(warm_mb, 1),
+            "run_wall_s": round(warm["wall_s"], 2),
+        },
         "runs": runs,
         "fixed_s": {"min": min(fixed), "median": round(statistics.median(fixed), 3), "max": max(fixed)},
         "outside_stages_s_median": round(statistics.median(run["outside_stages_s"] for run in runs), 3),

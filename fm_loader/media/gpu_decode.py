@@ -9,7 +9,8 @@ thread) read and checksum the compressed bytes and hand them over; the trainer's
 the copy stream. Each image is cropped to the bucket's aspect ratio around its center with the same box as the
 CPU path (:func:`fm_loader.media.decode.center_box`) and resized to the bucket's shape (bilinear, antialiased).
 
-Per sample, bytes that are not JPEG (PNG ...) or that the GPU codec refuses fall back to the CPU decode
+Per sample, bytes that are not a complete JPEG (PNG, a JPEG without its end marker ...) or that the GPU codec
+refuses fall back to the CPU decode
 (:func:`fm_loader.media.decode.decode_image`); bytes the CPU cannot decode either are reported back, and the
 builder turns them into the same ``CorruptSampleError`` / ``skip_corrupt`` outcome as the CPU path. Sample order,
 bucket assignment, state and resume do not depend on where images are decoded; **only pixel values may differ**
@@ -34,12 +35,21 @@ from fm_loader.media.decode import center_box, decode_image, decode_strip
 logger = logging.getLogger(__name__)
 
 JPEG_MAGIC = b"\xff\xd8\xff"
+JPEG_END = b"\xff\xd9"  # the end-of-image marker
+END_SLACK = 64  # bytes some writers pad after the end-of-image marker
 JpegCodec = Callable[[list[torch.Tensor], torch.device], list[torch.Tensor]]
 _warned: set[str] = set()
 
 
 def is_jpeg(data: bytes | memoryview) -> bool:
     return bytes(data[:3]) == JPEG_MAGIC
+
+
+def is_complete_jpeg(data: bytes | memoryview) -> bool:
+    """A JPEG stream with its end-of-image marker near its end. nvJPEG may decode a truncated baseline JPEG
+    without an error (the missing rows come out gray) where the CPU path refuses it, so a stream without the
+    marker goes to the CPU path, which decides: the two paths then agree on which samples are corrupt."""
+    return is_jpeg(data) and JPEG_END in bytes(data[-END_SLACK:])
 
 
 def _log_once(message: str) -> None:
@@ -170,7 +180,7 @@ class GpuImageDecoder:
 
     def _decoded(self, payloads: Sequence[bytes | memoryview | None]) -> dict[int, torch.Tensor]:
         """The JPEG payloads the codec decodes, ``(3, h, w)`` on the device by slot (one codec call)."""
-        jpeg_slots = [i for i, p in enumerate(payloads) if p is not None and is_jpeg(p)]
+        jpeg_slots = [i for i, p in enumerate(payloads) if p is not None and is_complete_jpeg(p)]
         datas = [torch.frombuffer(bytearray(payloads[i]), dtype=torch.uint8) for i in jpeg_slots]  # type: ignore[arg-type]
         decoded = self._gpu(datas) if datas else []
         return {

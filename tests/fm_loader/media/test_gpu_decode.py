@@ -87,13 +87,32 @@ def test_decoder_batches_jpegs_and_falls_back_per_sample() -> None:
     images, failed = decoder.decode(batch, (32, 48))
     assert images.shape == (8, 3, 32, 48) and images.dtype == torch.uint8
     assert list(failed) == [3] and "does not decode" in failed[3]
-    assert calls[0] == 5  # the five JPEG payloads in one codec call (it failed: then one by one)
-    assert decoder.cpu_fallbacks == 4  # two PNGs, the refused JPEG, and the bad JPEG's CPU retry
+    assert calls[0] == 4  # the four complete JPEGs in one codec call (it failed: then one by one)
+    assert decoder.cpu_fallbacks == 4  # two PNGs, the refused JPEG, and the truncated JPEG (never sent to the GPU)
     assert int(images[7].sum()) == 0 and int(images[3].sum()) == 0
     cpu = torch.from_numpy(
         gpu_decode.decode_image(batch[1], 32, 48).transpose(2, 0, 1).copy()  # type: ignore[arg-type]
     )
     assert (images[1].float() - cpu.float()).abs().mean() < 12  # only pixel values may differ, a little
+
+
+def test_a_truncated_jpeg_a_lenient_codec_would_decode_is_still_refused() -> None:
+    """nvJPEG may decode a truncated baseline JPEG without an error; the CPU path refuses it. A codec that
+    decodes anything (gray pixels) must not make the GPU path accept what the CPU path calls corrupt."""
+    calls: list[int] = []
+
+    def lenient(datas: list[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
+        calls.append(len(datas))
+        return [torch.full((3, 16, 16), 128, dtype=torch.uint8) for _ in datas]
+
+    decoder = gpu_decode.GpuImageDecoder(torch.device("cpu"), lenient)
+    good, truncated = (s.media for s in samples(2, 1))  # 1 is a good JPEG; 2 cut to a third below
+    truncated = truncated[: len(truncated) // 3]
+    padded = good + b"\0" * 16  # padding after the end marker: still complete
+    assert gpu_decode.is_complete_jpeg(good) and gpu_decode.is_complete_jpeg(padded)
+    assert gpu_decode.is_jpeg(truncated) and not gpu_decode.is_complete_jpeg(truncated)
+    _, failed = decoder.decode([good, truncated, padded], (16, 16))
+    assert calls == [2] and list(failed) == [1]
 
 
 def run(loader: Loader) -> list[tuple[dict, dict]]:
