@@ -88,7 +88,7 @@ def test_decoder_batches_jpegs_and_falls_back_per_sample() -> None:
     assert images.shape == (8, 3, 32, 48) and images.dtype == torch.uint8
     assert list(failed) == [3] and "does not decode" in failed[3]
     assert calls[0] == 4  # the four complete JPEGs in one codec call (it failed: then one by one)
-    assert decoder.cpu_fallbacks == 4  # two PNGs, the refused JPEG, and the truncated JPEG (never sent to the GPU)
+    assert decoder.cpu_fallbacks == 4  # two PNGs, the refused JPEG, the truncated one (not sent to the GPU)
     assert int(images[7].sum()) == 0 and int(images[3].sum()) == 0
     cpu = torch.from_numpy(
         gpu_decode.decode_image(batch[1], 32, 48).transpose(2, 0, 1).copy()  # type: ignore[arg-type]
