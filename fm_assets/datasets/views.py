@@ -371,9 +371,11 @@ def _sync_curated_documents(
     removed = sorted(set(recorded) - set(wanted))
     sync = CuratedSync(None, 0, wanted, changed, removed)
     if changed or removed:
+        # a batch without a recorded version has no files: its data and its version are one commit
         stale = [
             task.file
             for batch in [*changed, *removed]
+            if batch in recorded
             for task in table.scan(row_filter=EqualTo("batch", batch)).plan_files()
         ]
         commit_uuid = uuid.uuid4()
