@@ -6,6 +6,7 @@ same documents in the same run. Prints one JSON object.
     python bench/scale.py --workers-only [--reps N] [--packages a,b,c] [--fresh-roots]  # 1 vs 2 workers only
     python bench/scale.py --workers-only --large --workers 1,16  # the 16-core target: a batch over 100 MB
     python bench/scale.py --large --export-corpus big.jsonl.xz  # then on a host without network: --corpus big.jsonl.xz
+    python bench/scale.py --workers-only --huge  # ~300 MB: how the serial seconds grow with the batch
 
 Documents come from held-out Debian documentation packages (``HELD_OUT``: none of them is in the demo's
 sample data, nobody tuned rules for them); ``--packages`` picks others.
@@ -53,6 +54,12 @@ MORE_HELD_OUT = ("nodejs-doc", "gimp-help-en", "vim-doc", "kicad-doc-en", "octav
                  "python-django-doc", "cmake-doc", "python-sqlalchemy-doc", "gnucash-docs", "zsh-doc",
                  "sphinx-doc", "bind9-doc", "python-pandas-doc", "debian-policy", "python-sympy-doc",
                  "python-pytest-doc", "python-lxml-doc")  # fmt: skip
+# and more, for a batch of ~300 MB (--huge: how the serial seconds grow with the batch); API references
+# (rustdoc, javadoc, numpydoc) among them, templated pages as crawled documentation is
+EVEN_MORE_HELD_OUT = ("python3.11-doc", "python-sklearn-doc", "python-scipy-doc", "python-astropy-doc",
+                      "libreoffice-help-en-us", "sqlite3-doc", "lilypond-doc-html", "libgtk-3-doc",
+                      "qt5-doc-html", "rust-doc", "openjdk-17-doc", "texlive-latex-base-doc",
+                      "python-requests-doc", "python-setuptools-doc", "bash-doc")  # fmt: skip
 CORES = (16, 64, 512)
 PYTHON = sys.executable
 FM = [PYTHON, "-m", "fm_assets.cli.main"]
@@ -480,13 +487,24 @@ def main() -> None:
         help="write the documents to this .jsonl.xz file and stop (for --corpus)",
     )
     parser.add_argument(
+        "--huge",
+        action="store_true",
+        help=f"read {len(HELD_OUT) + len(MORE_HELD_OUT) + len(EVEN_MORE_HELD_OUT)} held-out packages (a batch "
+        "of ~300 MB) instead of --packages",
+    )
+    parser.add_argument(
         "--workers", default="1,2", help="--workers-only: the two worker counts compared (default 1,2)"
     )
     args = parser.parse_args()
     workdir: Path = args.workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
 
-    packages = HELD_OUT + MORE_HELD_OUT if args.large else tuple(p for p in args.packages.split(",") if p)
+    if args.huge:
+        packages = HELD_OUT + MORE_HELD_OUT + EVEN_MORE_HELD_OUT
+    elif args.large:
+        packages = HELD_OUT + MORE_HELD_OUT
+    else:
+        packages = tuple(p for p in args.packages.split(",") if p)
     counts = tuple(int(n) for n in args.workers.split(","))
     if len(counts) != 2 or min(counts) < 1:
         parser.error("--workers takes two worker counts, for example 1,16")
