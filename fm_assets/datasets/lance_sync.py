@@ -51,6 +51,18 @@ class LanceSync:
 
 
 @dataclass(frozen=True)
+class LanceView:
+    """A dataset synced per batch: where it is, its rows' schema (whose ``batch`` column names each row's
+    batch) and layout, and how to make the rows of some batches."""
+
+    uri: str
+    storage_options: dict[str, str] | None
+    schema: pa.Schema
+    layout: str
+    rows_of: Callable[[list[str]], Iterable[pa.RecordBatch]]
+
+
+@dataclass(frozen=True)
 class _Record:
     versions: dict[str, str]
     pending: tuple[str, ...]
@@ -112,25 +124,18 @@ def _chain(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> Iterator[pa
     yield from rest
 
 
-def sync_lance_batches(
-    uri: str,
-    storage_options: dict[str, str] | None,
-    schema: pa.Schema,
-    wanted: Mapping[str, str],
-    layout: str,
-    rows_of: Callable[[list[str]], Iterable[pa.RecordBatch]],
-) -> LanceSync:
-    """Bring the dataset at ``uri`` in line with ``wanted`` (batch -> input version): its rows are those
-    ``rows_of`` yields for the wanted batches, in ``schema`` (whose ``batch`` column names each row's batch).
+def sync_lance_batches(view: LanceView, wanted: Mapping[str, str]) -> LanceSync:
+    """Bring ``view``'s dataset in line with ``wanted`` (batch -> input version): its rows are those
+    ``view.rows_of`` yields for the wanted batches.
 
     The caller holds the dataset's lock (``views.LANCE_LOCK``): two syncs at once would both append a batch.
     """
     import lance
 
-    existing = open_lance(uri, storage_options)
-    record = _record(existing, schema, layout)
+    existing = open_lance(view.uri, view.storage_options)
+    record = _record(existing, view.schema, view.layout)
     if record is None:
-        return _rewrite_whole(lance, existing, uri, storage_options, schema, wanted, layout, rows_of)
+        return _rewrite_whole(lance, existing, view, wanted)
     stale = sorted(
         batch
         for batch in set(record.versions) | set(wanted)
@@ -140,23 +145,25 @@ def sync_lance_batches(
         return LanceSync(existing.version, existing.count_rows(), False, False, (), ())
     pending = sorted(set(stale) | set(record.pending))
     kept = {batch: version for batch, version in record.versions.items() if batch not in pending}
-    existing.update_schema_metadata(_metadata(layout, kept, pending))
+    existing.update_schema_metadata(_metadata(view.layout, kept, pending))
     with_rows = sorted(set(record.versions) & set(pending) | set(record.pending))
     for start in range(0, len(with_rows), DELETE_BATCHES_PER_FILTER):
         chunk = with_rows[start : start + DELETE_BATCHES_PER_FILTER]
         existing.delete(f"batch IN ({', '.join(_sql_string(batch) for batch in chunk)})")
     to_write = [batch for batch in pending if batch in wanted]
-    rows = _non_empty(rows_of(to_write)) if to_write else None
+    rows = _non_empty(view.rows_of(to_write)) if to_write else None
     if rows is not None:
-        reader = pa.RecordBatchReader.from_batches(schema, rows)
-        lance.write_dataset(reader, uri, schema=schema, mode="append", storage_options=storage_options)
-    dataset = lance.dataset(uri, storage_options=storage_options)
-    dataset.update_schema_metadata(_metadata(layout, wanted))
-    dataset = lance.dataset(uri, storage_options=storage_options)
+        reader = pa.RecordBatchReader.from_batches(view.schema, rows)
+        lance.write_dataset(
+            reader, view.uri, schema=view.schema, mode="append", storage_options=view.storage_options
+        )
+    dataset = lance.dataset(view.uri, storage_options=view.storage_options)
+    dataset.update_schema_metadata(_metadata(view.layout, wanted))
+    dataset = lance.dataset(view.uri, storage_options=view.storage_options)
     removed = tuple(batch for batch in pending if batch not in wanted)
     log.info(
         "Lance %s: version %d, %d batches written, %d removed, %d rows",
-        uri,
+        view.uri,
         dataset.version,
         len(to_write),
         len(removed),
@@ -165,28 +172,21 @@ def sync_lance_batches(
     return LanceSync(dataset.version, dataset.count_rows(), True, False, tuple(to_write), removed)
 
 
-def _rewrite_whole(
-    lance: Any,
-    existing: Any,
-    uri: str,
-    storage_options: dict[str, str] | None,
-    schema: pa.Schema,
-    wanted: Mapping[str, str],
-    layout: str,
-    rows_of: Callable[[list[str]], Iterable[pa.RecordBatch]],
-) -> LanceSync:
+def _rewrite_whole(lance: Any, existing: Any, view: LanceView, wanted: Mapping[str, str]) -> LanceSync:
     """One new version holding every wanted batch (``create`` when there is no dataset: overwriting nothing
     makes Lance log a warning on stderr, which the CLI's output should not carry)."""
-    with_record = schema.with_metadata(_metadata(layout, wanted))
+    with_record = view.schema.with_metadata(_metadata(view.layout, wanted))
     reader = pa.RecordBatchReader.from_batches(
-        with_record, (b.replace_schema_metadata(with_record.metadata) for b in rows_of(sorted(wanted)))
+        with_record, (b.replace_schema_metadata(with_record.metadata) for b in view.rows_of(sorted(wanted)))
     )
     dataset = lance.write_dataset(
         reader,
-        uri,
+        view.uri,
         schema=with_record,
         mode="create" if existing is None else "overwrite",
-        storage_options=storage_options,
+        storage_options=view.storage_options,
     )
-    log.info("Lance %s: rewritten whole, version %d, %d rows", uri, dataset.version, dataset.count_rows())
+    log.info(
+        "Lance %s: rewritten whole, version %d, %d rows", view.uri, dataset.version, dataset.count_rows()
+    )
     return LanceSync(dataset.version, dataset.count_rows(), True, True, tuple(sorted(wanted)), ())

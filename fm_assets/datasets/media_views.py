@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 from PIL import Image
 
 from fm_assets.compliance.namespaces import DEFAULT_NAMESPACE
-from fm_assets.datasets.lance_sync import sync_lance_batches
+from fm_assets.datasets.lance_sync import LanceView, sync_lance_batches
 from fm_assets.datasets.views import LANCE_LOCK, stage_versions
 from fm_assets.engine.hashing import stable_hash
 from fm_assets.engine.landing import read_batch_manifest
@@ -202,14 +202,14 @@ def write_media_lance(
     result: dict[str, Any] = {"inputs_version": inputs_version}
     with store_lock(store, LANCE_LOCK):
         for modality, uri in sorted(uris.items()):
-            sync = sync_lance_batches(
+            view = LanceView(
                 uri,
                 storage_options,
                 SCHEMAS[modality],
-                versions,
                 VIEW_VERSION,
                 lambda chosen, modality=modality: iter_view_batches(store, modality, chosen),
             )
+            sync = sync_lance_batches(view, versions)
             result[modality] = {
                 "version": sync.version,
                 "rows": sync.rows,

@@ -40,7 +40,7 @@ from fm_assets.compliance.namespaces import (
     lance_uri,
 )
 from fm_assets.compliance.promotions import RELEASE_NAMESPACES, ReviewError
-from fm_assets.datasets.lance_sync import open_lance, sync_lance_batches
+from fm_assets.datasets.lance_sync import LanceView, open_lance, sync_lance_batches
 from fm_assets.engine.hashing import stable_hash
 from fm_assets.engine.landing import LandingError
 from fm_assets.engine.locks import store_lock
@@ -496,14 +496,14 @@ def write_documents_lance(
         docs = stage_versions(store, SOURCE_STAGE, namespace)
         tokens = stage_versions(store, TOKENS_STAGE)
         wanted = {batch: stable_hash([docs[batch], tokens.get(batch)]) for batch in docs}
-        sync = sync_lance_batches(
+        view = LanceView(
             uri,
             storage_options,
             LANCE_SCHEMA,
-            wanted,
             LANCE_LAYOUT,
             lambda batches: iter_document_rows(store, batches),
         )
+        sync = sync_lance_batches(view, wanted)
     return {
         "version": sync.version,
         "rows": sync.rows,

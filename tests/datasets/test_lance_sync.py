@@ -10,7 +10,7 @@ import lance
 import pyarrow as pa
 import pytest
 
-from fm_assets.datasets.lance_sync import VERSIONS_KEY, sync_lance_batches
+from fm_assets.datasets.lance_sync import VERSIONS_KEY, LanceView, sync_lance_batches
 
 SCHEMA = pa.schema(
     [
@@ -41,7 +41,7 @@ class Rows:
 
 def sync(uri: str, rows: Rows, wanted: dict[str, str], layout: str = LAYOUT):
     rows.wanted = wanted
-    return sync_lance_batches(uri, None, SCHEMA, wanted, layout, rows)
+    return sync_lance_batches(LanceView(uri, None, SCHEMA, layout, rows), wanted)
 
 
 def held(uri: str) -> Counter:
