@@ -42,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -206,6 +207,7 @@ def stage_split(root: Path, only: tuple[str, ...] = ()) -> dict[str, dict]:
     serial fraction, Amdahl projections, read from the refs and ``_SUCCESS.json`` the run wrote. Units of a
     stage's auxiliary outputs (``aux_outputs``: they run inside its wall) count as its ``aux_unit_s`` /
     ``aux_units``, not as driver time."""
+    from fm_assets.engine import layout
     from fm_assets.engine.refs import read_ref, read_success
     from fm_assets.engine.store import ObjectStore
     from fm_assets.stages.registry import CHAIN_NAMES
@@ -221,7 +223,7 @@ def stage_split(root: Path, only: tuple[str, ...] = ()) -> dict[str, dict]:
     split: dict[str, dict] = {}
     for stage in CHAIN_NAMES["text"]:
         row = {"wall_s": 0.0, "units_wall_s": 0.0, "driver_s": 0.0, "unit_s": 0.0, "units": 0, "where": set()}
-        row |= {"aux_unit_s": 0.0, "aux_units": 0}
+        row |= {"aux_unit_s": 0.0, "aux_units": 0, "check_wall_s": 0.0, "check_task_s": 0.0, "check_tasks": 0}
         for batch in batches:
             ref = read_ref(store, stage, batch)
             if ref is None:
@@ -240,6 +242,11 @@ def stage_split(root: Path, only: tuple[str, ...] = ()) -> dict[str, dict]:
             row["unit_s"] += float(success.cost.get("unit_seconds", 0.0))
             row["units"] += len(success.units)
             row["where"].add(success.cost.get("units_where", "?"))
+            costs_rel = layout.check_costs(success.prefix)  # written when the checks were evaluated
+            for cost in (store.read_json(costs_rel) if store.exists(costs_rel) else {}).values():
+                row["check_wall_s"] += float(cost["wall_seconds"])
+                row["check_task_s"] += float(cost["task_seconds"])
+                row["check_tasks"] += int(cost["tasks"])
         total = row["driver_s"] + row["unit_s"] + row["aux_unit_s"]
         row["where"] = sorted(row["where"])
         row["serial_fraction"] = round(row["driver_s"] / total, 4) if total else None
@@ -254,19 +261,68 @@ def stage_split(root: Path, only: tuple[str, ...] = ()) -> dict[str, dict]:
     return split
 
 
-def run_projection(wall: float, split: dict[str, dict]) -> dict:
-    """The whole run: what is outside the stages (run set-up, release, views) is serial, and each stage
-    follows its own Amdahl projection (its driver seconds serial, its unit seconds over its units)."""
+def spread_outside_stages(root: Path, split: dict[str, dict], workers: int) -> list[dict]:
+    """The work outside the stages' walls that spreads over the workers (``pool.map_on_workers``): each stage's
+    checks (``_checks_cost.json``: their wall, their tasks' seconds) and the release's Iceberg data files (the
+    last ``curated_documents`` materialization's metadata; its wall there estimated as its task seconds over
+    min(workers, tasks)). Each item: wall_s (what it took in the run), task_s, tasks."""
+    items = [
+        {
+            "what": f"{stage} checks",
+            "wall_s": row["check_wall_s"],
+            "task_s": row["check_task_s"],
+            "tasks": row["check_tasks"],
+        }
+        for stage, row in split.items()
+        if row.get("check_tasks")
+    ]
+    from dagster import AssetKey, DagsterInstance
+
+    with DagsterInstance.from_config(str(root / "dagster_home")) as instance:
+        event = instance.get_latest_materialization_event(AssetKey("curated_documents"))
+    metadata = event.asset_materialization.metadata if event and event.asset_materialization else {}
+    if "data_file_tasks" in metadata and metadata["data_file_tasks"].value:
+        tasks, task_s = (
+            int(metadata["data_file_tasks"].value),
+            float(metadata["data_file_task_seconds"].value),
+        )
+        items.append({"what": "release data files", "wall_s": task_s / max(1, min(workers, tasks)),
+                      "task_s": task_s, "tasks": tasks})  # fmt: skip
+    return items
+
+
+def run_projection(
+    wall: float, split: dict[str, dict], spread: Sequence[dict] = (), workers: int = 1
+) -> dict:
+    """The whole run: what is outside the stages (run set-up, release, views) is serial except what spreads
+    over the workers (``spread``: checks, the release's data files: their task seconds over their tasks, the
+    rest of their wall serial), and each stage follows its own Amdahl projection (its driver seconds serial,
+    its unit seconds over its units)."""
     stage_wall = sum(row["wall_s"] for row in split.values())
     outside = max(0.0, wall - stage_wall)
-    driver = outside + sum(row["driver_s"] for row in split.values())
-    unit_s = sum(row["unit_s"] + row["aux_unit_s"] for row in split.values())
-    serial_total = outside + sum(
-        row["driver_s"] + row["unit_s"] + row["aux_unit_s"] for row in split.values()
+    serial_outside = max(0.0, outside - sum(item["wall_s"] for item in spread))
+    spread_driver = [
+        max(0.0, item["wall_s"] - item["task_s"] / max(1, min(workers, item["tasks"]))) for item in spread
+    ]
+    driver = serial_outside + sum(row["driver_s"] for row in split.values()) + sum(spread_driver)
+    unit_s = sum(row["unit_s"] + row["aux_unit_s"] for row in split.values()) + sum(
+        i["task_s"] for i in spread
     )
-    projected = {n: outside + sum(row["amdahl_wall_s"][n] for row in split.values()) for n in CORES}
+    serial_total = driver + unit_s
+    projected = {
+        n: serial_outside
+        + sum(row["amdahl_wall_s"][n] for row in split.values())
+        + sum(
+            d + i["task_s"] / max(1, min(n, i["tasks"])) for d, i in zip(spread_driver, spread, strict=True)
+        )
+        for n in CORES
+    }
     return {
         "outside_stages_s": round(outside, 3),
+        "outside_stages_serial_s": round(serial_outside, 3),
+        "spread_outside_stages": [
+            {k: round(v, 3) if isinstance(v, float) else v for k, v in i.items()} for i in spread
+        ],
         "driver_s": round(driver, 3),
         "unit_s": round(unit_s, 3),
         "serial_fraction": round(driver / (driver + unit_s), 4) if driver + unit_s else None,
@@ -312,7 +368,10 @@ def workers_case(
             name = f"workers_{workers}_r{rep}"
             case = pipeline_case(workdir, name, measured, tokenizer, workers, warm_docs)
             walls[workers].append(case["wall_s"])
-            splits[workers] = {"stages": case["split"], "run": run_projection(case["wall_s"], case["split"])}
+            root = workdir / "roots" / name
+            spread = spread_outside_stages(root, case["split"], workers)
+            run = run_projection(case["wall_s"], case["split"], spread, workers)
+            splits[workers] = {"stages": case["split"], "run": run}
             shards[workers] = shard_digests(workdir / "roots" / name, case["batch"])
     ratios = sorted(one / other for one, other in zip(walls[few], walls[many], strict=True))
     target = (

@@ -41,7 +41,7 @@ from fm_assets.datasets.views import (
 )
 from fm_assets.defs.conventions import ROW_COUNT
 from fm_assets.engine.hashing import stable_hash
-from fm_assets.engine.pool import resolve_workers, spread_over
+from fm_assets.engine.pool import metered_spread, resolve_workers, spread_over
 
 
 def _prefix(namespace: str) -> str:
@@ -69,9 +69,13 @@ def curated_documents(context: AssetExecutionContext) -> MaterializeResult:
     store = context.resources.store.store()
     catalog = context.resources.iceberg.catalog()
     # the data files are written on the worker pool (the batch's text copied in parallel), the commit here
-    with spread_over(resolve_workers(context.resources.pipeline.workers)):
+    with spread_over(resolve_workers(context.resources.pipeline.workers)), metered_spread() as spread:
         synced = sync_curated_namespaces(store, catalog)
-    metadata: dict[str, Any] = {}
+    # what spread over the workers (bench/scale.py counts it as parallel work, the rest of the step as serial)
+    metadata: dict[str, Any] = {
+        "data_file_tasks": spread.tasks,
+        "data_file_task_seconds": round(spread.task_seconds, 3),
+    }
     rows_ok, rows_meta, foreign = True, {}, {}
     for namespace, sync in synced.items():
         prefix = _prefix(namespace)

@@ -9,6 +9,7 @@ next to them (``_checks.json``) and a cache hit re-reports them instead of re-re
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -18,6 +19,7 @@ import pyarrow.parquet as pq
 
 from fm_assets.engine import layout
 from fm_assets.engine.hashing import sha256_bytes
+from fm_assets.engine.pool import metered_spread
 from fm_assets.engine.records import StageSuccess
 from fm_assets.engine.refs import read_success
 from fm_assets.engine.store import ObjectStore
@@ -104,15 +106,28 @@ def read_check_outcomes(store: ObjectStore, prefix: str) -> dict[str, CheckOutco
 
 
 def evaluate_checks(stage: Any, store: ObjectStore, success: StageSuccess) -> dict[str, CheckOutcome]:
-    """Every check's outcome for an output folder; only checks not stored yet are evaluated (then stored)."""
+    """Every check's outcome for an output folder; only checks not stored yet are evaluated (then stored,
+    with what they cost in ``_checks_cost.json``: each one's wall, and the tasks it spread over the stage's
+    workers and their seconds)."""
     stored = read_check_outcomes(store, success.prefix)
-    outcomes = {
-        check.name: stored[check.name] if check.name in stored else check.fn(store, success, stage)
-        for check in stage_checks(stage)
-    }
-    if set(outcomes) - set(stored):
+    outcomes: dict[str, CheckOutcome] = {}
+    costs: dict[str, dict[str, float | int]] = {}
+    for check in stage_checks(stage):
+        if check.name in stored:
+            outcomes[check.name] = stored[check.name]
+            continue
+        started = time.perf_counter()
+        with metered_spread() as spread:
+            outcomes[check.name] = check.fn(store, success, stage)
+        costs[check.name] = {
+            "wall_seconds": round(time.perf_counter() - started, 4),
+            "tasks": spread.tasks,
+            "task_seconds": round(spread.task_seconds, 4),
+        }
+    if costs:
         store.write_json(
             layout.check_outcomes(success.prefix),
             {name: asdict(outcome) for name, outcome in outcomes.items()},
         )
+        store.write_json(layout.check_costs(success.prefix), costs)
     return outcomes

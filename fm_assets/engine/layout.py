@@ -18,6 +18,7 @@ import posixpath
 BATCH_MANIFEST = "_batch.json"
 SUCCESS = "_SUCCESS.json"
 CHECKS = "_checks.json"
+CHECK_COSTS = "_checks_cost.json"
 PINNED_TOKENIZER = "tokenizers/pinned.json"
 AUX_OUTPUTS = "aux_outputs"  # a stage output's artifact: the auxiliary outputs it used (engine.aux_output)
 
@@ -79,6 +80,10 @@ def success_marker(prefix: str) -> str:
 
 def check_outcomes(prefix: str) -> str:
     return f"{prefix}/{CHECKS}"
+
+
+def check_costs(prefix: str) -> str:
+    return f"{prefix}/{CHECK_COSTS}"
 
 
 def part_name(unit_id: str, index: int | None = None) -> str:

@@ -506,17 +506,55 @@ def _running_pool_size(workers: int) -> int:
     return max(running, default=workers)
 
 
+@dataclass
+class SpreadCost:
+    """What ``map_on_workers`` ran inside a ``metered_spread`` block: its tasks and their own seconds (each
+    task's wall where it ran: the work that spreads over workers, not the driver's waiting)."""
+
+    tasks: int = 0
+    task_seconds: float = 0.0
+
+
+_METERS: ContextVar[tuple[SpreadCost, ...]] = ContextVar("fm_spread_meters", default=())
+
+
+@contextlib.contextmanager
+def metered_spread() -> Iterator[SpreadCost]:
+    """Count the tasks ``map_on_workers`` runs in this block (on the pool or in this process) and their
+    seconds: what a check or a release step spreads over the workers, as opposed to its own serial work."""
+    meter = SpreadCost()
+    token = _METERS.set((*_METERS.get(), meter))
+    try:
+        yield meter
+    finally:
+        _METERS.reset(token)
+
+
+def _timed(fn: Callable[[T], R], item: T) -> tuple[R, float]:
+    started = time.perf_counter()
+    return fn(item), time.perf_counter() - started
+
+
+def _metered(results: list[tuple[R, float]]) -> list[R]:
+    seconds = sum(took for _, took in results)
+    for meter in _METERS.get():
+        meter.tasks += len(results)
+        meter.task_seconds += seconds
+    return [result for result, _ in results]
+
+
 def map_on_workers(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
     """``fn`` over ``items``, results in item order: on the shared worker pool inside ``spread_over(n)`` with
     n >= 2, else in this process. ``fn`` is a module-level function and the items pickle; the first
-    exception is raised here after the calls already running have finished, the rest are cancelled."""
+    exception is raised here after the calls already running have finished, the rest are cancelled. Each
+    call's seconds go to the enclosing ``metered_spread`` blocks."""
     workers = _MAP_WORKERS.get()
     if workers < 2 or len(items) < 2 or can_start_processes() is not None:
-        return [fn(item) for item in items]
+        return _metered([_timed(fn, item) for item in items])
     with shared_pool(_running_pool_size(workers)) as pool:
-        futures = [pool.executor.submit(fn, item) for item in items]
+        futures = [pool.executor.submit(_timed, fn, item) for item in items]
         try:
-            return [future.result() for future in futures]
+            return _metered([future.result() for future in futures])
         except cf.process.BrokenProcessPool:
             pool.broken = True
             raise

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from fm_assets.cli.runner import run_batches
+from fm_assets.engine import layout
 from fm_assets.engine.landing import land_batch
 from fm_assets.engine.refs import read_success
 from fm_assets.engine.store import ObjectStore
@@ -25,7 +26,8 @@ BATCH = "b-workers"  # the batch id is in the rows: the same in every root
 
 
 def output_digests(store: ObjectStore, batch: str) -> dict[str, dict[str, str]]:
-    """sha256 of every file each stage wrote, but the unit markers and _SUCCESS.json (they hold timings)."""
+    """sha256 of every file each stage wrote, but the unit markers, _SUCCESS.json and _checks_cost.json (they
+    hold timings)."""
     digests = {}
     for stage in CHAIN_NAMES["text"]:
         success = read_success(store, stage, batch)
@@ -33,7 +35,9 @@ def output_digests(store: ObjectStore, batch: str) -> dict[str, dict[str, str]]:
         digests[stage] = {
             str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
             for path in sorted(folder.rglob("*"))
-            if path.is_file() and "_units" not in path.parts and path.name != "_SUCCESS.json"
+            if path.is_file()
+            and "_units" not in path.parts
+            and path.name not in ("_SUCCESS.json", "_checks_cost.json")
         }
     return digests
 
@@ -87,6 +91,15 @@ def test_one_and_two_workers_write_the_same_bytes_in_every_stage(
         assert len(success.units) >= 2, stage
         assert success.cost["units_where"] == "2 worker processes", (stage, success.cost)
         assert 0 < success.cost["units_wall_seconds"] <= success.seconds + 1e-3, stage
+    # the checks that re-read the output spread over the same workers, and say so in _checks_cost.json
+    for stage, check, tasks in (
+        ("decontaminate", "no_eval_contamination", "parts"),
+        ("tokenize", "hf_reencode_sample", "units"),
+    ):
+        success = read_success(store2, stage, BATCH)
+        cost = store2.read_json(layout.check_costs(success.prefix))[check]
+        assert cost["tasks"] == len(getattr(success, tasks)) >= 2, (stage, cost)
+        assert cost["task_seconds"] > 0 and cost["wall_seconds"] > 0, (stage, cost)
 
 
 @pytest.mark.spark

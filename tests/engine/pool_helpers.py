@@ -261,3 +261,9 @@ class ModulesJob:
 def pid_and_square(value: int) -> tuple[int, int]:
     """(this process's id, value squared): which process ran a ``map_on_workers`` item, and its result."""
     return os.getpid(), value * value
+
+
+def pid_after_sleeping(seconds: float) -> int:
+    """Sleep ``seconds``, then this process's id: a ``map_on_workers`` task of a known length."""
+    time.sleep(seconds)
+    return os.getpid()

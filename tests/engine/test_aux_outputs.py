@@ -90,11 +90,12 @@ def signatures_folder(store: ObjectStore, stage: str = "near_dedup", name: str =
 
 
 def file_digests(folder: Path) -> dict[str, str]:
-    """sha256 of every file under ``folder`` but unit markers and _SUCCESS.json (they hold timings)."""
+    """sha256 of every file under ``folder`` but unit markers, _SUCCESS.json and the checks' costs (they hold
+    timings)."""
     return {
         str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in sorted(folder.rglob("*"))
-        if p.is_file() and "_units" not in p.parts and p.name != layout.SUCCESS
+        if p.is_file() and "_units" not in p.parts and p.name not in (layout.SUCCESS, layout.CHECK_COSTS)
     }
 
 

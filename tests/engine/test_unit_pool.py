@@ -29,6 +29,7 @@ from pool_helpers import (
     committed_units,
     fingerprint,
     land_sample,
+    pid_after_sleeping,
     pid_and_square,
     run_chain,
     run_one,
@@ -44,6 +45,7 @@ from fm_assets.engine.pool import (
     cgroup_cpu_quota,
     dump_job,
     map_on_workers,
+    metered_spread,
     resolve_workers,
     run_on_processes,
     shared_pool,
@@ -429,6 +431,21 @@ def test_map_on_workers_runs_on_the_pool_only_inside_spread_over_and_keeps_item_
     assert os.getpid() not in {pid for pid, _ in spread}
     with spread_over(1):
         assert {pid for pid, _ in map_on_workers(pid_and_square, items)} == {os.getpid()}
+
+
+def test_metered_spread_counts_the_tasks_and_their_own_seconds_on_the_pool_and_in_process() -> None:
+    map_on_workers(pid_after_sleeping, [0.01, 0.01])  # outside any meter: counted nowhere
+    with metered_spread() as outer:
+        with spread_over(2), metered_spread() as on_pool:
+            pids = map_on_workers(pid_after_sleeping, [0.1] * 4)
+        with metered_spread() as in_process:
+            map_on_workers(pid_after_sleeping, [0.05] * 3)
+    assert os.getpid() not in pids
+    assert on_pool.tasks == 4 and 0.4 <= on_pool.task_seconds < 2.0  # each task's own wall, not the wait
+    assert in_process.tasks == 3 and 0.15 <= in_process.task_seconds < 1.0
+    assert outer.tasks == 7 and outer.task_seconds == pytest.approx(
+        on_pool.task_seconds + in_process.task_seconds
+    )
 
 
 def test_start_workers_forks_the_pool_before_any_unit_and_the_units_reuse_it() -> None:
