@@ -450,18 +450,31 @@ def _tokens_by_doc(store: ObjectStore, batch: str) -> pa.Table:
     return tokens.set_column(1, "n_tokens", tokens.column("n_tokens").cast(pa.int64()))
 
 
+DOCUMENT_COLUMNS = ["doc_id", "batch", "source", "license", "lang", "quality_score", "pii_flags", "text"]
+
+
+def document_stats(task: tuple[ObjectStore, str]) -> pa.Table:
+    """One decontaminate part's per-document stats (its text read for ``n_chars``, then dropped): run on the
+    worker pool (``map_on_workers``), so reading a batch's text is spread like the stage's own units."""
+    store, part = task
+    tables = []
+    for record_batch in iter_parquet_batches(store, part, DOCUMENT_COLUMNS, READ_ROWS):
+        docs = pa.Table.from_batches([record_batch])
+        n_chars = pc.utf8_length(docs.column("text")).cast(pa.int64())
+        tables.append(docs.append_column("n_chars", n_chars).drop_columns("text"))
+    return pa.concat_tables(tables) if tables else pa.table({})
+
+
 def iter_document_rows(store: ObjectStore, batches: list[str]) -> Iterator[pa.RecordBatch]:
-    """Per-document stats for ``batches``, joined with token counts, as LANCE_SCHEMA record batches."""
-    columns = ["doc_id", "batch", "source", "license", "lang", "quality_score", "pii_flags", "text"]
+    """Per-document stats for ``batches``, joined with token counts, as LANCE_SCHEMA record batches (each
+    batch's parts read on the worker pool inside ``pool.spread_over``)."""
     for batch in batches:
         tokens = _tokens_by_doc(store, batch)  # two narrow columns: O(documents in one batch)
-        for record_batch in iter_part_batches(store, SOURCE_STAGE, batch, columns):
-            docs = pa.Table.from_batches([record_batch])
-            docs = docs.append_column(
-                "n_chars", pc.utf8_length(docs.column("text")).cast(pa.int64())
-            ).drop_columns("text")
-            joined = docs.join(tokens, keys="doc_id", join_type="left outer")
-            yield from joined.select(LANCE_SCHEMA.names).cast(LANCE_SCHEMA).to_batches()
+        parts = read_success(store, SOURCE_STAGE, batch).parts
+        for docs in map_on_workers(document_stats, [(store, part) for part in parts]):
+            if docs.num_rows:
+                joined = docs.join(tokens, keys="doc_id", join_type="left outer")
+                yield from joined.select(LANCE_SCHEMA.names).cast(LANCE_SCHEMA).to_batches()
 
 
 def write_documents_lance_namespaces(

@@ -120,7 +120,7 @@ def curated_documents(context: AssetExecutionContext) -> MaterializeResult:
 @asset(
     group_name="release",
     deps=[SOURCE_STAGE, TOKENS_STAGE],
-    required_resource_keys={"store", "lance"},
+    required_resource_keys={"store", "lance", "pipeline"},
     code_version="documents-lance-v2",
     pool=LANCE_LOCK,
     description="Lance datasets of per-document stats (source, licence, language, quality, chars, tokens, PII "
@@ -129,9 +129,11 @@ def curated_documents(context: AssetExecutionContext) -> MaterializeResult:
 def documents_lance(context: AssetExecutionContext) -> MaterializeResult:
     store = context.resources.store.store()
     lance_resource = context.resources.lance
-    results = write_documents_lance_namespaces(
-        store, lance_resource.documents(), lance_resource.storage_options() or None
-    )
+    # the batches' parts are read on the worker pool (their text, for n_chars), the dataset written here
+    with spread_over(resolve_workers(context.resources.pipeline.workers)):
+        results = write_documents_lance_namespaces(
+            store, lance_resource.documents(), lance_resource.storage_options() or None
+        )
     metadata: dict[str, Any] = {}
     for namespace, result in results.items():
         prefix = _prefix(namespace)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
@@ -159,3 +160,17 @@ def test_data_files_written_on_two_workers_hold_the_same_rows_in_the_same_order(
     )
     assert on_workers == one_process and len(on_workers) == views_run.states["batch_a_changed"].rows
     assert one_process_files == 3 and worker_files == parts > 3  # one data file per part, each batch's rows
+
+
+def test_lance_rows_read_on_two_workers_are_the_in_process_rows(views_run):
+    """documents_lance reads each part's text (for n_chars) on the worker pool: the same rows, same order."""
+    from fm_assets.datasets.views import iter_document_rows
+    from fm_assets.engine.pool import spread_over
+
+    batches = sorted([views_run.batch_a, views_run.batch_b, views_run.batch_early])
+    in_process = pa.Table.from_batches(list(iter_document_rows(views_run.store, batches)))
+    with spread_over(2):
+        on_workers = pa.Table.from_batches(list(iter_document_rows(views_run.store, batches)))
+    assert on_workers.num_rows == in_process.num_rows == views_run.states["batch_a_changed"].rows
+    assert on_workers.equals(in_process)
+    assert pc.sum(on_workers["n_chars"]).as_py() > 0
