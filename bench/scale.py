@@ -263,9 +263,10 @@ def stage_split(root: Path, only: tuple[str, ...] = ()) -> dict[str, dict]:
 
 def spread_outside_stages(root: Path, split: dict[str, dict], workers: int) -> list[dict]:
     """The work outside the stages' walls that spreads over the workers (``pool.map_on_workers``): each stage's
-    checks (``_checks_cost.json``: their wall, their tasks' seconds) and the release's Iceberg data files (the
-    last ``curated_documents`` materialization's metadata; its wall there estimated as its task seconds over
-    min(workers, tasks)). Each item: wall_s (what it took in the run), task_s, tasks."""
+    checks (``_checks_cost.json``: their wall, their tasks' seconds) and the release's Iceberg data files and
+    Lance rows (the last ``curated_documents`` / ``documents_lance`` materialization's ``spread_*`` metadata;
+    their wall there estimated as task seconds over min(workers, tasks)). Each item: wall_s (what it took in
+    the run), task_s, tasks."""
     items = [
         {
             "what": f"{stage} checks",
@@ -279,15 +280,15 @@ def spread_outside_stages(root: Path, split: dict[str, dict], workers: int) -> l
     from dagster import AssetKey, DagsterInstance
 
     with DagsterInstance.from_config(str(root / "dagster_home")) as instance:
-        event = instance.get_latest_materialization_event(AssetKey("curated_documents"))
-    metadata = event.asset_materialization.metadata if event and event.asset_materialization else {}
-    if "data_file_tasks" in metadata and metadata["data_file_tasks"].value:
-        tasks, task_s = (
-            int(metadata["data_file_tasks"].value),
-            float(metadata["data_file_task_seconds"].value),
-        )
-        items.append({"what": "release data files", "wall_s": task_s / max(1, min(workers, tasks)),
-                      "task_s": task_s, "tasks": tasks})  # fmt: skip
+        for asset in ("curated_documents", "documents_lance"):  # the data files; the rows' text read
+            event = instance.get_latest_materialization_event(AssetKey(asset))
+            metadata = event.asset_materialization.metadata if event and event.asset_materialization else {}
+            if "spread_tasks" not in metadata or not metadata["spread_tasks"].value:
+                continue
+            tasks = int(metadata["spread_tasks"].value)
+            task_s = float(metadata["spread_task_seconds"].value)
+            wall_s = task_s / max(1, min(workers, tasks))
+            items.append({"what": asset, "wall_s": wall_s, "task_s": task_s, "tasks": tasks})
     return items
 
 

@@ -73,8 +73,8 @@ def curated_documents(context: AssetExecutionContext) -> MaterializeResult:
         synced = sync_curated_namespaces(store, catalog)
     # what spread over the workers (bench/scale.py counts it as parallel work, the rest of the step as serial)
     metadata: dict[str, Any] = {
-        "data_file_tasks": spread.tasks,
-        "data_file_task_seconds": round(spread.task_seconds, 3),
+        "spread_tasks": spread.tasks,
+        "spread_task_seconds": round(spread.task_seconds, 3),
     }
     rows_ok, rows_meta, foreign = True, {}, {}
     for namespace, sync in synced.items():
@@ -130,11 +130,14 @@ def documents_lance(context: AssetExecutionContext) -> MaterializeResult:
     store = context.resources.store.store()
     lance_resource = context.resources.lance
     # the batches' parts are read on the worker pool (their text, for n_chars), the dataset written here
-    with spread_over(resolve_workers(context.resources.pipeline.workers)):
+    with spread_over(resolve_workers(context.resources.pipeline.workers)), metered_spread() as spread:
         results = write_documents_lance_namespaces(
             store, lance_resource.documents(), lance_resource.storage_options() or None
         )
-    metadata: dict[str, Any] = {}
+    metadata: dict[str, Any] = {
+        "spread_tasks": spread.tasks,
+        "spread_task_seconds": round(spread.task_seconds, 3),
+    }
     for namespace, result in results.items():
         prefix = _prefix(namespace)
         metadata.update(
