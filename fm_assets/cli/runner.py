@@ -102,7 +102,7 @@ def run_batches(
     selections = {batch: chain_asset_keys(batch_chains(store, batch)) for batch in wanted}
     # after the manifests were read (and checked) above, before the instance is opened: the fork server
     # imports its modules on another core while this process imports Dagster's storage and sets up the run
-    pooled = warm_unit_workers(settings, store, wanted)
+    warm_unit_workers(settings, store, wanted)
     instance = dagster_instance(settings)
     known = set(instance.get_dynamic_partitions(BATCH_PARTITIONS_NAME))
     new = [b for b in wanted if b not in known]
@@ -111,14 +111,10 @@ def run_batches(
 
     job = defs.resolve_job_def("preprocess")
     failures: dict[str, str] = {}
-    # the release's libraries load while the preprocess run's driver waits on its unit workers; with no
-    # worker pool (one worker, or a batch of one part) from the start: the import's thread then takes the GIL
-    # while this one waits on SQLite's commits and file writes
-    if release and not pooled:
-        import_in_background(VIEW_LIBRARIES, VIEW_LIBRARIES_FIRST)
+    # the release's libraries load while the preprocess run's driver waits on its unit workers
     overlap = (
         when_driver_waits(lambda: import_in_background(VIEW_LIBRARIES, VIEW_LIBRARIES_FIRST))
-        if release and pooled
+        if release
         else nullcontext()
     )
     steps = sum(
