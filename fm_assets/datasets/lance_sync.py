@@ -22,6 +22,7 @@ A dataset without the record, or of another layout or schema, is rewritten whole
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -115,13 +116,8 @@ def _non_empty(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch] | 
     iterator = iter(batches)
     for first in iterator:
         if first.num_rows:
-            return _chain(first, iterator)
+            return itertools.chain([first], iterator)
     return None
-
-
-def _chain(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    yield first
-    yield from rest
 
 
 def sync_lance_batches(view: LanceView, wanted: Mapping[str, str]) -> LanceSync:

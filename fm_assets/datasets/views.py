@@ -214,6 +214,11 @@ def iter_part_batches(
         yield from iter_parquet_batches(store, part, columns, READ_ROWS)
 
 
+def n_chars(text: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """Characters per document: the ``n_chars`` column of both views."""
+    return pc.utf8_length(text).cast(pa.int64())
+
+
 def curated_chunks(
     store: ObjectStore, parts: list[str], schema: pa.Schema, chunk_bytes: int = CHUNK_BYTES
 ) -> Iterator[pa.Table]:
@@ -223,9 +228,7 @@ def curated_chunks(
     for record_batch in (
         batch for part in parts for batch in iter_parquet_batches(store, part, batch_size=READ_ROWS)
     ):
-        with_chars = record_batch.append_column(
-            "n_chars", pc.utf8_length(record_batch.column("text")).cast(pa.int64())
-        )
+        with_chars = record_batch.append_column("n_chars", n_chars(record_batch.column("text")))
         pending.append(with_chars.select(schema.names))
         pending_bytes += with_chars.nbytes
         if pending_bytes >= chunk_bytes:
@@ -460,8 +463,7 @@ def document_stats(task: tuple[ObjectStore, str]) -> pa.Table:
     tables = []
     for record_batch in iter_parquet_batches(store, part, DOCUMENT_COLUMNS, READ_ROWS):
         docs = pa.Table.from_batches([record_batch])
-        n_chars = pc.utf8_length(docs.column("text")).cast(pa.int64())
-        tables.append(docs.append_column("n_chars", n_chars).drop_columns("text"))
+        tables.append(docs.append_column("n_chars", n_chars(docs.column("text"))).drop_columns("text"))
     return pa.concat_tables(tables) if tables else pa.table({})
 
 

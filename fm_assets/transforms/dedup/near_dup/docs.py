@@ -93,6 +93,4 @@ def _read_docs(docs_parquet: list[str], *, with_text: bool) -> pa.Table:
 
 def count_rows(docs_parquet: list[str]) -> int:
     """Rows of the input files from their parquet footers (what picks the engine; no Spark job)."""
-    import pyarrow.dataset as ds  # here: 0.3 s to import, and the scorer's workers import this module
-
-    return ds.dataset(docs_parquet, format="parquet").count_rows()
+    return sum(pq.read_metadata(path).num_rows for path in docs_parquet)
