@@ -180,21 +180,32 @@ def make_jpeg(rng: np.random.Generator, index: int, long_side: int) -> bytes:
     return out.getvalue()
 
 
+def _image_shard(job: tuple[int, int, int, int]) -> tuple[dict[str, bytes], Any, list[int]]:
+    """One shard's samples (seeded by the shard: the same bytes whatever the process count)."""
+    s, start, stop, long_side = job
+    rng = np.random.default_rng(s)
+    samples, sizes = [], []
+    for i in range(start, stop):
+        data = make_jpeg(rng, i, long_side)
+        sizes.append(len(data))
+        meta = {"licence": "cc0", "provenance": {"source": "bench"}, "caption_tokens": [i % 997, 5, 9, 2]}
+        samples.append(MediaSample(f"img{i:07d}", data, "jpg", f"picture {i}", meta))
+    enc = encode_media_shard(samples, f"shard-{s:06d}")
+    return enc.files, enc.info, sizes
+
+
 def write_images(folder: Path, images: int, long_side: int, shards: int = 16) -> tuple[str, float]:
-    rng = np.random.default_rng(0)
+    from concurrent.futures import ProcessPoolExecutor
+
     per = -(-images // shards)
+    jobs = [(s, s * per, min(images, (s + 1) * per), long_side) for s in range(shards)]
     entries, sizes = [], []
-    for s in range(shards):
-        samples = []
-        for i in range(s * per, min(images, (s + 1) * per)):
-            data = make_jpeg(rng, i, long_side)
-            sizes.append(len(data))
-            meta = {"licence": "cc0", "provenance": {"source": "bench"}, "caption_tokens": [i % 997, 5, 9, 2]}
-            samples.append(MediaSample(f"img{i:07d}", data, "jpg", f"picture {i}", meta))
-        enc = encode_media_shard(samples, f"shard-{s:06d}")
-        for name, data in enc.files.items():
-            (folder / name).write_bytes(data)
-        entries.append(MediaShardEntry.from_info(enc.info))
+    with ProcessPoolExecutor(max_workers=min(shards, os.cpu_count() or 1)) as pool:
+        for files, info, shard_sizes in pool.map(_image_shard, jobs):
+            for name, data in files.items():
+                (folder / name).write_bytes(data)
+            entries.append(MediaShardEntry.from_info(info))
+            sizes += shard_sizes
     MediaManifest("bench", "v1", "image-text", "bench", entries).save(str(folder / "manifest.json"))
     return str(folder / "manifest.json"), float(np.mean(sizes))
 
@@ -274,6 +285,7 @@ def loader_run(
     warmup: int,
     baseline_s: float,
     device: torch.device,
+    max_seconds: float | None = None,
 ) -> dict[str, Any]:
     loader.set_compute_baseline(baseline_s)
     it: Iterator[dict[str, Any]] = iter(loader)
@@ -284,10 +296,13 @@ def loader_run(
     count: Any = 0  # summed where the batches are: int() of a CUDA tensor would wait for the GPU every step
     with Utilisation() as util:
         t0 = time.perf_counter()
-        for _ in range(steps):
+        done = 0
+        for done in range(1, steps + 1):  # noqa: B007 - the step count is reported
             batch = next(it)
             count = count + units(batch)
             step(batch)
+            if max_seconds is not None and time.perf_counter() - t0 > max_seconds:
+                break
         sync(device)
         seconds = time.perf_counter() - t0
     count = int(count)
@@ -302,12 +317,18 @@ def loader_run(
         "input_stall_fraction": round(m["input_stall_fraction"], 4),
         "queue_depth_mean": round(m["queue_depth_mean"], 2),
         "step_ms": round(1000 * m["step_s_mean"], 2),
+        "steps_timed": done,
         "gpu_utilisation_mean": util.mean,
     }
 
 
 def loader_only(
-    loader: Loader, units: Callable[[dict[str, Any]], Any], steps: int, warmup: int, device: torch.device
+    loader: Loader,
+    units: Callable[[dict[str, Any]], Any],
+    steps: int,
+    warmup: int,
+    device: torch.device,
+    max_seconds: float | None = None,
 ) -> float:
     """Units/s of the loader alone (batches on the device, no training step): what it can feed at most."""
     it = iter(loader)
@@ -318,6 +339,8 @@ def loader_only(
     t0 = time.perf_counter()
     for _ in range(steps):
         count = count + units(next(it))  # a device tensor: no host sync per batch
+        if max_seconds is not None and time.perf_counter() - t0 > max_seconds:
+            break
     sync(device)
     seconds = time.perf_counter() - t0
     count = int(count)
@@ -340,6 +363,12 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=16384)
     parser.add_argument("--seq-len", type=int, default=2048)
     parser.add_argument("--text-batch", type=int, default=16)
+    parser.add_argument(
+        "--run-seconds",
+        type=float,
+        default=None,
+        help="stop each timed run after this many seconds (fewer than --steps steps; reported as steps_timed)",
+    )
     parser.add_argument(
         "--smoke-cpu", action="store_true", help="tiny models and data on the CPU: checks the code"
     )
@@ -419,9 +448,13 @@ def main() -> None:
                 runs[name] = {"skipped": str(exc)}
                 continue
             valid = lambda b: b["valid"].sum()  # noqa: E731 - a device tensor, summed without a sync
-            run = loader_run(loader, step, valid, args.steps, args.warmup, compute_s, device)
+            run = loader_run(
+                loader, step, valid, args.steps, args.warmup, compute_s, device, args.run_seconds
+            )
             run["fraction_of_compute_only"] = round(run["per_s"] / compute_rate, 4)
-            run["loader_only_per_s"] = loader_only(image_loader(), valid, args.steps, args.warmup, device)
+            run["loader_only_per_s"] = loader_only(
+                image_loader(), valid, args.steps, args.warmup, device, args.run_seconds
+            )
             runs[name] = run
         out["vit_b16_image_text"] = {
             "unit": "images",
@@ -459,7 +492,9 @@ def main() -> None:
                 num_workers=workers,
                 device=loader_device,
             )
-            run = loader_run(loader, step, tokens, args.steps, args.warmup, compute_s, device)
+            run = loader_run(
+                loader, step, tokens, args.steps, args.warmup, compute_s, device, args.run_seconds
+            )
             run["fraction_of_compute_only"] = round(run["per_s"] / compute_rate, 4)
             run["loader_only_per_s"] = loader_only(
                 Loader(
@@ -474,6 +509,7 @@ def main() -> None:
                 args.steps,
                 args.warmup,
                 device,
+                args.run_seconds,
             )
             runs[f"workers_{workers}"] = run
         out["decoder_tokens"] = {

@@ -155,6 +155,7 @@ def optional_parts(docs: int = 0) -> tuple[dict[str, str], list[str]]:
                 "pyspark is not installed: near_dedup ran in-process (every batch under local_max_docs)"
             )
     if importlib.util.find_spec("lance") is None:
+        env["FM_LANCE_VIEWS"] = "false"
         notes.append("lance is not installed: the Lance views were not written (not measured)")
     return env, notes
 

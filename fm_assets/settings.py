@@ -67,6 +67,11 @@ class PipelineSettings(BaseModel):
     )
     near_dedup: bool = Field(default=True, description="Run the Spark MinHash near-dup stage")
     near_dedup_threshold: float = Field(default=0.8, description="Jaccard threshold for near duplicates")
+    lance_views: bool = Field(
+        default=True,
+        description="Write the per-document Lance views at each release (false: the release skips them and "
+        "records that it did; a host without the lance package can run the text pipeline)",
+    )
     video_store_clips: bool = Field(
         default=False,
         description="media_clip also stores each video clip re-encoded (MPEG-4 in MP4, deterministic) beside its "

@@ -117,6 +117,15 @@ def curated_documents(context: AssetExecutionContext) -> MaterializeResult:
     )
 
 
+def lance_views_off(context: AssetExecutionContext) -> MaterializeResult | None:
+    """The result of a Lance view that ``FM_LANCE_VIEWS=false`` turned off (None while they are on)."""
+    if context.resources.pipeline.lance_views:
+        return None
+    reason = "FM_LANCE_VIEWS=false: the Lance views were not written"
+    context.log.info(reason)
+    return MaterializeResult(data_version=DataVersion("lance-views-off"), metadata={"skipped": reason})
+
+
 @asset(
     group_name="release",
     deps=[SOURCE_STAGE, TOKENS_STAGE],
@@ -127,6 +136,8 @@ def curated_documents(context: AssetExecutionContext) -> MaterializeResult:
     "flags), one per namespace: documents.lance (cloud), documents_<namespace>.lance.",
 )
 def documents_lance(context: AssetExecutionContext) -> MaterializeResult:
+    if (off := lance_views_off(context)) is not None:
+        return off
     store = context.resources.store.store()
     lance_resource = context.resources.lance
     # the batches' parts are read on the worker pool (their text, for n_chars), the dataset written here
@@ -162,7 +173,7 @@ VIEW_ASSETS = [curated_documents, documents_lance]
 @asset(
     group_name="release",
     deps=[MEDIA_SHARD_STAGE],
-    required_resource_keys={"store", "lance"},
+    required_resource_keys={"store", "lance", "pipeline"},
     code_version="media-lance-v2",
     pool=LANCE_LOCK,
     description=(
@@ -171,6 +182,8 @@ VIEW_ASSETS = [curated_documents, documents_lance]
     ),
 )
 def media_lance(context: AssetExecutionContext) -> MaterializeResult:
+    if (off := lance_views_off(context)) is not None:
+        return off
     store = context.resources.store.store()
     lance_resource = context.resources.lance
     metadata: dict[str, Any] = {}

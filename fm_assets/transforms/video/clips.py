@@ -30,9 +30,7 @@ from dataclasses import asdict, dataclass
 from itertools import pairwise
 from typing import Any, TypeVar
 
-import av
 import numpy as np
-from av.error import FFmpegError
 from PIL import Image
 
 from fm_assets.transforms.image.phash import phash_many
@@ -68,6 +66,7 @@ class ClipPolicy:
     shot_threshold: float = 0.25
 
     def config(self) -> dict[str, Any]:
+        import av  # PyAV (FFmpeg) only where video is handled: a text run never loads it
         import PIL
 
         return {**asdict(self), "pillow": PIL.__version__, "pyav": av.__version__}
@@ -158,6 +157,9 @@ def _frames_at(data: bytes, times: list[float], resize: Callable[[int, np.ndarra
     """The frame shown at each time (sorted ``times``: the last frame starting at or before it), converted by
     ``resize(serial, rgb)`` (``serial`` tells a frame shown at several times), yielded in order as the decode
     reaches it."""
+    import av
+    from av.error import FFmpegError
+
     picked = 0
     previous: tuple[int, np.ndarray] | None = None
     serial = 0
@@ -188,6 +190,9 @@ def _frames_at(data: bytes, times: list[float], resize: Callable[[int, np.ndarra
 def encode_clip(frames: list[Image.Image], policy: ClipPolicy) -> bytes:
     """The frames as one MP4 at ``clip_fps``: fixed codec and parameters, one thread, bitexact: same bytes
     on every run."""
+    import av
+    from av.error import FFmpegError
+
     width, height = frames[0].size
     out = io.BytesIO()
     try:

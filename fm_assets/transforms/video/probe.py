@@ -14,9 +14,6 @@ import io
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import av
-from av.error import FFmpegError
-
 from fm_assets.transforms.media_errors import UNSUPPORTED_CODEC, MediaError, error_text
 
 TRUNCATED_VIDEO = "truncated_video"
@@ -43,6 +40,8 @@ class VideoLimits:
     min_packet_coverage: float = 0.75
 
     def config(self) -> dict[str, Any]:
+        import av  # PyAV (FFmpeg) only where video is handled: a text run never loads it
+
         return {**asdict(self), "codecs": list(self.codecs), "pyav": av.__version__}
 
 
@@ -63,6 +62,9 @@ class VideoInfo:
 
 
 def _open(data: bytes) -> Any:
+    import av
+    from av.error import FFmpegError
+
     try:
         return av.open(io.BytesIO(data), mode="r")
     except FFmpegError as exc:
@@ -127,6 +129,8 @@ def probe_video(data: bytes, limits: VideoLimits) -> VideoInfo:
 
 def _walk_packets(container: Any, stream: Any) -> tuple[int, float]:
     """(video packets, end time in seconds of the last one), demuxed without decoding."""
+    from av.error import FFmpegError
+
     frames, end = 0, 0.0
     try:
         for packet in container.demux(stream):
@@ -143,6 +147,9 @@ def _walk_packets(container: Any, stream: Any) -> tuple[int, float]:
 
 
 def _decode_first_frame(data: bytes) -> None:
+    import av
+    from av.error import FFmpegError
+
     try:
         with av.open(io.BytesIO(data), mode="r") as container:
             for _frame in container.decode(video=0):

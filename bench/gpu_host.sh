@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Every measurement that needs the GPU host (one CUDA GPU, 16 cores), in one pass of about 8 minutes: the GPU
+# tests, bench/gpu_loader.py (input stall on a real training step), bench/scale.py on 1 vs 16 workers (the
+# 101 MB held-out batch) and bench/workers.py (loader worker scaling). Each part has its own time limit and
+# writes under $OUT, so one part failing leaves the others' results.
+#
+#   bash bench/gpu_host.sh            # on the GPU host, from the repository root
+#
+# That host has no network and its own Python (torch, torchvision, numpy, pyarrow, pillow...). What it lacks
+# travels with the checkout (all three made here, on a machine with network):
+#   .whl/                     cp312 wheels of the pipeline's other imports (no pyspark, lance, av or GX: the
+#                             text pipeline runs without them, near_dedup in process, the Lance views off)
+#   .dev/big.jsonl.xz         python bench/scale.py --large --export-corpus .dev/big.jsonl.xz
+#   .dev/work/tokenizer.json  the BPE scale.py trains on that corpus (so the host does not train it)
+# Settings (env): OUT (default /tmp/gpu-host), CORPUS, SCALE_WORKERS (default 1,16), GPU_RUN_SECONDS (6),
+# WORKER_COUNTS (1,4,8,15).
+set -u
+OUT=${OUT:-/tmp/gpu-host}
+CORPUS=${CORPUS:-.dev/big.jsonl.xz}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 GX_ANALYTICS_ENABLED=false DAGSTER_DISABLE_TELEMETRY=1 FM_PROGRESS=0
+log="$OUT/log.txt"
+say() { echo "[$(date +%T)] $*" | tee -a "$log"; }
+
+if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    .whl/*.whl >>"$log" 2>&1 && export PYTHONPATH=/tmp/site
+fi
+export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD
+{
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1
+  echo "cpus: $(nproc)"
+  python3 -c "import sys, torch, torchvision; print(sys.version.split()[0], 'torch', torch.__version__, 'torchvision', torchvision.__version__)"
+} >"$OUT/env.txt" 2>&1
+cat "$OUT/env.txt" | tee -a "$log"
+
+say "GPU tests"
+timeout 60 python3 -m pytest -q -p no:cacheprovider -o addopts="-ra" tests/fm_loader/test_device.py \
+  tests/fm_loader/test_device_loader.py tests/fm_loader/media/test_gpu_decode.py \
+  tests/fm_loader/test_gpu_bench.py >"$OUT/gpu_tests.txt" 2>&1
+say "GPU tests rc=$?"
+
+say "bench/gpu_loader.py"
+timeout 200 python3 bench/gpu_loader.py --run-seconds "${GPU_RUN_SECONDS:-6}" >"$OUT/gpu_loader.json" 2>>"$log"
+say "gpu_loader rc=$?"
+
+say "bench/scale.py --workers ${SCALE_WORKERS:-1,16}"
+timeout 240 python3 bench/scale.py --workers-only --corpus "$CORPUS" --workers "${SCALE_WORKERS:-1,16}" \
+  --reps 1 --workdir .dev/work >"$OUT/scale.json" 2>>"$log"
+say "scale rc=$?"
+
+say "bench/workers.py --workers ${WORKER_COUNTS:-1,4,8,15}"
+timeout 75 python3 bench/workers.py --workers "${WORKER_COUNTS:-1,4,8,15}" --images 2048 --repeats 2 \
+  >"$OUT/workers.json" 2>>"$log"
+say "workers rc=$?"
