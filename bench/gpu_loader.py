@@ -1,7 +1,8 @@
 """Input stall on a real training step: fm_loader feeding a ViT-B/16 and a small decoder on the GPU; prints JSON.
 
 Usage: ``python bench/gpu_loader.py [--images 4096] [--long-side 1280] [--batch 64] [--steps 200]
-[--workers 0,4,8,15] [--gpu-decode-workers 4] [--rows 16384] [--seq-len 2048] [--text-batch 16]``;
+[--workers 0,4,8,15] [--gpu-decode-workers 4] [--gpu-codecs torchvision,nvimgcodec] [--rows 16384] [--seq-len 2048] [--text-batch 16]
+[--run-seconds S] [--skip-text]``;
 ``--smoke-cpu`` runs the same flow on the CPU with tiny models, images and step counts (a check of the code,
 not a measurement). Without CUDA (and without ``--smoke-cpu``) it prints ``{"skipped": "no CUDA: ..."}`` and
 exits 0.
@@ -14,13 +15,16 @@ CLIP-style contrastive loss in bf16 autocast with AdamW; ``decoder``: a causal t
 For each model the bench first measures its **compute-only rate** on device-resident synthetic batches of the
 same shapes (images: the buckets' shapes in turn), then trains ``--steps`` steps fed by the loader, for each
 input path: images decoded on the CPU in process (``workers_0``) and by 4 / 8 / 15 worker processes, and decoded
-on the GPU (nvJPEG; ``--gpu-decode-workers`` processes read and checksum the bytes); tokens in process and with
-4 workers. Every run gives its rate, ``fraction_of_compute_only`` (rate / the compute-only rate of the same run:
-the throughput kept), and the loader's own ``input_loss_fraction`` (from the compute-only step time handed to
+on the GPU (``--gpu-codecs``: torchvision's nvJPEG decode on the SMs, and NVIDIA nvImageCodec, which uses the
+hardware JPEG engines of an A100/H100/H200; ``--gpu-decode-workers`` processes read and checksum the bytes); tokens in process and with
+4 workers. Every run gives its rate (``per_s``: valid images or tokens per second), ``fraction_of_compute_only``
+(the step rate kept: batch slots per second against the compute-only rate of the same run; images also report
+``valid_fraction``, the share of slots holding an image: a bucket's last batch of each epoch is part padding,
+which a small bench dataset pays far more often than a real one), and the loader's own ``input_loss_fraction`` (from the compute-only step time handed to
 ``Loader.set_compute_baseline``), ``input_stall_fraction`` (wait time), ``queue_depth_mean``,
 ``loader_only_per_s`` (the same loader iterated without a training step: what it can feed at most; the issue's
 >= 4,500 images/s target) and the mean GPU utilisation (``torch.cuda.utilization``, needs ``pynvml``; null without it). The first ``--warmup`` steps of
-every run are not timed. Shards are generated (JPEGs of mixed aspect ratios with a long side of
+every run are not timed; ``--run-seconds`` ends a timed run early (``steps_timed`` says how many). Shards are generated (JPEGs of mixed aspect ratios with a long side of
 ``--long-side`` px; random token rows) into a temp folder and read from page cache.
 """
 
@@ -286,7 +290,11 @@ def loader_run(
     baseline_s: float,
     device: torch.device,
     max_seconds: float | None = None,
+    slots: Callable[[dict[str, Any]], int] | None = None,
 ) -> dict[str, Any]:
+    """Train ``steps`` steps (or ``max_seconds``) fed by ``loader``. ``slots(batch)``: the units a full batch
+    holds (images: the batch size); a bucket's last batch of an epoch is part padding, which the compute-only
+    rate (full synthetic batches) does not pay, so the step-rate comparison counts slots, not valid units."""
     loader.set_compute_baseline(baseline_s)
     it: Iterator[dict[str, Any]] = iter(loader)
     for _ in range(warmup):
@@ -297,9 +305,11 @@ def loader_run(
     with Utilisation() as util:
         t0 = time.perf_counter()
         done = 0
+        filled = 0
         for done in range(1, steps + 1):  # noqa: B007 - the step count is reported
             batch = next(it)
             count = count + units(batch)
+            filled += slots(batch) if slots is not None else 0
             step(batch)
             if max_seconds is not None and time.perf_counter() - t0 > max_seconds:
                 break
@@ -313,6 +323,8 @@ def loader_run(
     loader.close()
     return {
         "per_s": round(count / seconds, 1),
+        "slots_per_s": round(filled / seconds, 1) if slots is not None else None,
+        "valid_fraction": round(count / filled, 4) if slots is not None and filled else None,
         "input_loss_fraction": round(m.get("input_loss_fraction", float("nan")), 4),
         "input_stall_fraction": round(m["input_stall_fraction"], 4),
         "queue_depth_mean": round(m["queue_depth_mean"], 2),
@@ -359,7 +371,14 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--workers", default="0,4,8,15")
-    parser.add_argument("--gpu-decode-workers", type=int, default=4)
+    parser.add_argument(
+        "--gpu-decode-workers", default="4", help="worker counts (comma-separated) of the GPU decode runs"
+    )
+    parser.add_argument(
+        "--gpu-codecs",
+        default="torchvision,nvimgcodec",
+        help="GPU JPEG codecs to run (a codec not installed is reported as skipped)",
+    )
     parser.add_argument("--rows", type=int, default=16384)
     parser.add_argument("--seq-len", type=int, default=2048)
     parser.add_argument("--text-batch", type=int, default=16)
@@ -369,6 +388,7 @@ def main() -> None:
         default=None,
         help="stop each timed run after this many seconds (fewer than --steps steps; reported as steps_timed)",
     )
+    parser.add_argument("--skip-text", action="store_true", help="only the image-text model")
     parser.add_argument(
         "--smoke-cpu", action="store_true", help="tiny models and data on the CPU: checks the code"
     )
@@ -421,15 +441,20 @@ def main() -> None:
         ]
         compute_rate, compute_s = synthetic_rate(step, synthetic, lambda b: len(b["images"]), args.steps)
         runs: dict[str, Any] = {}
-        configs = [(f"cpu_decode_workers_{n}", int(n), "cpu") for n in args.workers.split(",")]
-        configs.append((f"gpu_decode_workers_{args.gpu_decode_workers}", args.gpu_decode_workers, "gpu"))
+        configs = [(f"cpu_decode_workers_{n}", int(n), "cpu", "auto") for n in args.workers.split(",") if n]
+        configs += [
+            (f"gpu_decode_{codec}_workers_{n}", int(n), "gpu", codec)
+            for codec in args.gpu_codecs.split(",")
+            if codec
+            for n in str(args.gpu_decode_workers).split(",")
+        ]
         image_epochs = epochs_for(args.steps + args.warmup, args.batch, args.images, slack=len(buckets))
-        for name, workers, decode in configs:
+        for name, workers, decode, codec in configs:
             if decode == "gpu" and device.type != "cuda":
                 runs[name] = {"skipped": "GPU decode needs CUDA"}
                 continue
 
-            def image_loader(workers: int = workers, decode: str = decode) -> Loader:
+            def image_loader(workers: int = workers, decode: str = decode, codec: str = codec) -> Loader:
                 return Loader(
                     manifest,
                     args.batch,
@@ -439,6 +464,7 @@ def main() -> None:
                     buckets=buckets,
                     device=loader_device,
                     image_decode=decode,
+                    jpeg_codec=codec,
                     max_caption_tokens=4,
                 )
 
@@ -449,9 +475,18 @@ def main() -> None:
                 continue
             valid = lambda b: b["valid"].sum()  # noqa: E731 - a device tensor, summed without a sync
             run = loader_run(
-                loader, step, valid, args.steps, args.warmup, compute_s, device, args.run_seconds
+                loader,
+                step,
+                valid,
+                args.steps,
+                args.warmup,
+                compute_s,
+                device,
+                args.run_seconds,
+                slots=lambda b: len(b["valid"]),
             )
-            run["fraction_of_compute_only"] = round(run["per_s"] / compute_rate, 4)
+            # the step rate kept (batch slots/s against full synthetic batches): what input costs the trainer
+            run["fraction_of_compute_only"] = round(run["slots_per_s"] / compute_rate, 4)
             run["loader_only_per_s"] = loader_only(
                 image_loader(), valid, args.steps, args.warmup, device, args.run_seconds
             )
@@ -466,6 +501,9 @@ def main() -> None:
         if device.type == "cuda":
             torch.cuda.empty_cache()
 
+        if args.skip_text:
+            print(json.dumps(out, indent=1))
+            return
         # tokens: a small decoder
         text_manifest = write_tokens(text_dir, args.rows, args.seq_len)
         dec = (

@@ -92,6 +92,7 @@ class MediaOptions:
 
 
 IMAGE_DECODE_MODES = ("auto", "cpu", "gpu", "bytes")
+JPEG_CODECS = ("auto", "nvimgcodec", "torchvision")  # see fm_loader.media.gpu_decode.choose_jpeg_codec
 
 
 @dataclass(frozen=True)
@@ -104,12 +105,15 @@ class DeliveryOptions:
             device, batches are staged in pinned host memory and copied on a side stream, ``device_prefetch``
             batches ahead.
         device_prefetch: Batches in flight to the device ahead of the one handed out (>= 1).
-        image_decode: ``"auto"`` (default): image-text JPEGs are decoded on the GPU (nvJPEG through torchvision)
-            when batches go to a CUDA device and the codec is installed, else on the CPU; ``"cpu"``: always on
+        image_decode: ``"auto"`` (default): image-text JPEGs are decoded on the GPU when batches go to a CUDA
+            device and a GPU JPEG codec works there (``jpeg_codec``), else on the CPU; ``"cpu"``: always on
             the CPU; ``"gpu"``: on the GPU, an error when that is not possible (see
             :mod:`fm_loader.media.gpu_decode`); ``"bytes"``: not decoded, batches carry the checksummed
             compressed bytes (``image_bytes``, ``image_offsets``, ``image_where``) instead of ``images`` (what
             the workers of a GPU-decoding loader hand over).
+        jpeg_codec: The GPU JPEG codec: ``"auto"`` (default): NVIDIA nvImageCodec when it is installed (it uses
+            the GPU's hardware JPEG engines where there are some: A100, H100, H200), else torchvision's nvJPEG
+            decode; ``"nvimgcodec"`` or ``"torchvision"``: that one only.
         handover: How worker processes hand batches to this process: ``"shm"`` (default: a reused ring of
             shared-memory slots per worker) or ``"pickle"`` (torch's own queue, a fresh shared segment per
             tensor; kept for comparison).
@@ -118,6 +122,7 @@ class DeliveryOptions:
     device: str | torch.device | None = None
     device_prefetch: int = 2
     image_decode: str = "auto"
+    jpeg_codec: str = "auto"
     handover: str = "shm"
 
     def __post_init__(self) -> None:
@@ -125,6 +130,8 @@ class DeliveryOptions:
             raise ValueError(f"device_prefetch must be >= 1, got {self.device_prefetch}")
         if self.image_decode not in IMAGE_DECODE_MODES:
             raise ValueError(f"image_decode must be one of {IMAGE_DECODE_MODES}, got {self.image_decode!r}")
+        if self.jpeg_codec not in JPEG_CODECS:
+            raise ValueError(f"jpeg_codec must be one of {JPEG_CODECS}, got {self.jpeg_codec!r}")
         if self.handover not in ("shm", "pickle"):
             raise ValueError(f"handover must be 'shm' or 'pickle', got {self.handover!r}")
 

@@ -277,7 +277,8 @@ class ImageText(MediaSamples):
         self.planner = BucketPlanner(
             self.stream, self._bucket_ids, len(self.buckets), loader.global_batch_size
         )
-        self._decode_mode = select_image_decode(loader.options.delivery.image_decode, loader.device)
+        delivery = loader.options.delivery
+        self._decode_mode = select_image_decode(delivery.image_decode, loader.device, delivery.jpeg_codec)
         self._gpu_decoder: GpuImageDecoder | None = None
 
     @property
@@ -345,7 +346,8 @@ class ImageText(MediaSamples):
             return batch
         if self._gpu_decoder is None:
             assert self.loader.device is not None
-            self._gpu_decoder = GpuImageDecoder(self.loader.device)
+            delivery = self.loader.options.delivery
+            self._gpu_decoder = GpuImageDecoder(self.loader.device, preference=delivery.jpeg_codec)
         decoded_key, decoded, failed = self._gpu_decode(self._gpu_decoder, batch)
         built: Built = item[1]
         for slot, reason in sorted(failed.items()):

@@ -24,20 +24,24 @@ from __future__ import annotations
 
 import io
 import logging
+import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
 from fm_loader.media.decode import center_box, decode_image, decode_strip
+from fm_loader.options import JPEG_CODECS
 
 logger = logging.getLogger(__name__)
 
 JPEG_MAGIC = b"\xff\xd8\xff"
 JPEG_END = b"\xff\xd9"  # the end-of-image marker
 END_SLACK = 64  # bytes some writers pad after the end-of-image marker
-JpegCodec = Callable[[list[torch.Tensor], torch.device], list[torch.Tensor]]
+# decoded (3, h, w) uint8 images on the device; None where the codec refused a stream (or it raises)
+JpegCodec = Callable[[list[torch.Tensor], torch.device], Sequence[torch.Tensor | None]]
 _warned: set[str] = set()
 
 
@@ -97,6 +101,8 @@ def _probe(codec: JpegCodec, device: torch.device) -> str | None:
         Image.new("RGB", (16, 8), (200, 30, 90)).save(buffer, format="JPEG")
         data = torch.frombuffer(bytearray(buffer.getvalue()), dtype=torch.uint8)
         (image,) = codec([data], device)
+        if image is None:
+            return "the codec refused a 16x8 JPEG"
         if tuple(image.shape) != (3, 8, 16):
             return f"the codec returned shape {tuple(image.shape)} for a 16x8 JPEG"
     except Exception as exc:  # any failure of an optional accelerator path means: use the CPU
@@ -104,11 +110,82 @@ def _probe(codec: JpegCodec, device: torch.device) -> str | None:
     return None
 
 
-def select_image_decode(mode: str, device: torch.device | None) -> str:
+def nvimgcodec_codec() -> JpegCodec | None:
+    """NVIDIA nvImageCodec's batched JPEG decode (RGB), or None when it is not installed. It decodes on the GPU's
+    hardware JPEG engines where the GPU has them (A100, H100, H200: the SMs stay free for the training step),
+    else with CUDA kernels; a stream it cannot decode comes back as None (the caller decodes it on the CPU)."""
+    try:
+        from nvidia import nvimgcodec  # pyright: ignore[reportMissingImports]
+    except ImportError:
+        return None
+    params = nvimgcodec.DecodeParams(
+        apply_exif_orientation=False,  # the CPU path (PIL) does not rotate either
+        color_spec=nvimgcodec.ColorSpec.SRGB,
+        allow_any_depth=False,
+        sample_format=nvimgcodec.SampleFormat.I_RGB,
+    )
+    kinds = (
+        nvimgcodec.BackendKind.HW_GPU_ONLY,
+        nvimgcodec.BackendKind.GPU_ONLY,
+        nvimgcodec.BackendKind.HYBRID_CPU_GPU,
+    )
+    decoders: dict[int, Any] = {}
+    held: list[Any] = []  # the last call's streams and images, released once its stream has drained
+
+    def decode(datas: list[torch.Tensor], device: torch.device) -> list[torch.Tensor | None]:
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        decoder = decoders.get(index)
+        if decoder is None:
+            backends = [nvimgcodec.Backend(kind) for kind in kinds]
+            decoder = decoders[index] = nvimgcodec.Decoder(device_id=index, backends=backends)
+        stream = torch.cuda.current_stream(device)
+        stream.synchronize()  # nothing queued still reads the previous call's images
+        held.clear()
+        sources = [nvimgcodec.CodeStream(data.numpy()) for data in datas]
+        images = decoder.decode(sources, params=params, cuda_stream=stream.cuda_stream)
+        held.extend([sources, images])
+        # (h, w, 3) views of the decoded images (each keeps its image alive), as (3, h, w)
+        return [
+            None if image is None else torch.as_tensor(image, device=device).permute(2, 0, 1)
+            for image in images
+        ]
+
+    return decode
+
+
+@dataclass(frozen=True)
+class CodecChoice:
+    """The GPU JPEG codec a loader uses: its name and decode, or None and why no codec can be used."""
+
+    name: str | None
+    codec: JpegCodec | None
+    why_not: str = ""
+
+
+def choose_jpeg_codec(preference: str, device: torch.device) -> CodecChoice:
+    """The first codec of ``preference`` that decodes a probe JPEG on ``device``: ``"auto"`` tries nvImageCodec
+    (hardware JPEG decode), then torchvision (nvJPEG on the SMs); a name tries that codec alone."""
+    if preference not in JPEG_CODECS:
+        raise ValueError(f"jpeg_codec must be one of {JPEG_CODECS}, got {preference!r}")
+    names = ("nvimgcodec", "torchvision") if preference == "auto" else (preference,)
+    reasons = []
+    for name in names:
+        # looked up at call time: tests replace the factories
+        codec = nvimgcodec_codec() if name == "nvimgcodec" else jpeg_codec()
+        package = "nvidia-nvimgcodec" if name == "nvimgcodec" else "torchvision"
+        why = f"{package} is not installed" if codec is None else _probe(codec, device)
+        if why is None:
+            return CodecChoice(name, codec)
+        reasons.append(why)
+    return CodecChoice(None, None, "; ".join(reasons))
+
+
+def select_image_decode(mode: str, device: torch.device | None, jpeg_codec_name: str = "auto") -> str:
     """Where image-text batches are decoded: ``"cpu"``, ``"gpu"`` or ``"bytes"`` (compressed bytes handed out).
 
-    ``"auto"`` is ``"gpu"`` when batches go to a CUDA device and the GPU codec works there, else ``"cpu"``
-    (with one log line saying why when a CUDA device is used without it).
+    ``"auto"`` is ``"gpu"`` when batches go to a CUDA device and a GPU codec (``jpeg_codec_name``, see
+    :func:`choose_jpeg_codec`) works there, else ``"cpu"`` (with one log line saying why when a CUDA device is
+    used without one).
 
     Raises:
         ValueError: ``mode == "gpu"`` without a device or without a working GPU codec.
@@ -121,9 +198,8 @@ def select_image_decode(mode: str, device: torch.device | None) -> str:
                 "image_decode='gpu' needs batches on a CUDA device: pass device='cuda' (or 'auto')"
             )
         return "cpu"
-    codec = jpeg_codec()
-    why = "torchvision is not installed" if codec is None else _probe(codec, device)
-    if why is None:
+    why = choose_jpeg_codec(jpeg_codec_name, device).why_not
+    if not why:
         return "gpu"
     if mode == "gpu":
         raise ValueError(f"image_decode='gpu' asked for, but the GPU JPEG codec is unusable: {why}")
@@ -131,17 +207,103 @@ def select_image_decode(mode: str, device: torch.device | None) -> str:
     return "cpu"
 
 
-def fit_on_device(image: torch.Tensor, out_height: int, out_width: int) -> torch.Tensor:
-    """Crop ``(3, h, w)`` uint8 to the output's aspect ratio around its center and resize it: ``(3, H, W)`` uint8."""
-    _, height, width = image.shape
+MAX_SUBSAMPLES = 8  # per output pixel and axis: a downscale beyond 8x averages 8x8 of its source pixels
+CHUNK_ELEMENTS = 1 << 25  # floats per temporary of one fit call (source batch, sample grid): ~128 MB each
+
+
+def subsamples(height: int, width: int, out_height: int, out_width: int) -> int:
+    """Samples per output pixel and axis for an image fitted from ``height`` x ``width``: its downscale factor,
+    rounded up (1 when it is enlarged), at most ``MAX_SUBSAMPLES``."""
     left, top, right, bottom = center_box(width, height, out_height, out_width)
-    x0, y0 = round(left), round(top)
-    x1, y1 = max(x0 + 1, round(right)), max(y0 + 1, round(bottom))
-    region = image[:, y0:y1, x0:x1].unsqueeze(0).float()
-    resized = torch.nn.functional.interpolate(
-        region, size=(out_height, out_width), mode="bilinear", antialias=True, align_corners=False
+    scale = max((right - left) / out_width, (bottom - top) / out_height)
+    return max(1, min(MAX_SUBSAMPLES, math.ceil(scale - 1e-6)))
+
+
+def _axis_samples(
+    start: torch.Tensor, stop: torch.Tensor, size: torch.Tensor, out: int, sub: int, padded: int
+) -> torch.Tensor:
+    """Normalized sample coordinates ``(n, out * sub)`` along one axis: ``sub`` evenly spaced samples inside
+    each output pixel's share of ``[start, stop)`` (pixel-edge coordinates), clamped to the image's own
+    ``size`` pixels (its edge repeats, as the CPU resize does; the batch's padding gets no weight)."""
+    steps = (torch.arange(out * sub, device=start.device, dtype=torch.float32) + 0.5) / sub
+    centers = start[:, None] + steps[None, :] * ((stop - start) / out)[:, None] - 0.5
+    centers = torch.minimum(centers.clamp_(min=0.0), (size - 1)[:, None])
+    return centers * (2.0 / max(padded - 1, 1)) - 1.0
+
+
+def _fit_chunk(images: Sequence[torch.Tensor], out_height: int, out_width: int, sub: int) -> torch.Tensor:
+    """Images that share ``sub`` fitted in one sampling call: ``(n, 3, H, W)`` float."""
+    device = images[0].device
+    heights = [int(i.shape[1]) for i in images]
+    widths = [int(i.shape[2]) for i in images]
+    padded_h, padded_w = max(heights), max(widths)
+    # zeros, not empty: a sample clamped to an image's last row or column reads the padding past it with
+    # weight 0, which must not be NaN or infinite
+    source = torch.zeros((len(images), 3, padded_h, padded_w), dtype=torch.float32, device=device)
+    for n, image in enumerate(images):
+        source[n, :, : heights[n], : widths[n]].copy_(image)  # one kernel each
+    boxes = torch.tensor(
+        [center_box(w, h, out_height, out_width) for h, w in zip(heights, widths, strict=True)],
+        dtype=torch.float32,
+    ).to(device, non_blocking=True)
+    sizes = torch.tensor([heights, widths], dtype=torch.float32).to(device, non_blocking=True)
+    xs = _axis_samples(boxes[:, 0], boxes[:, 2], sizes[1], out_width, sub, padded_w)
+    ys = _axis_samples(boxes[:, 1], boxes[:, 3], sizes[0], out_height, sub, padded_h)
+    grid = torch.stack(
+        (
+            xs[:, None, :].expand(-1, ys.shape[1], -1),
+            ys[:, :, None].expand(-1, -1, xs.shape[1]),
+        ),
+        dim=-1,
     )
-    return resized.squeeze(0).round_().clamp_(0, 255).to(torch.uint8)
+    sampled = torch.nn.functional.grid_sample(
+        source, grid, mode="bilinear", padding_mode="border", align_corners=True
+    )
+    return torch.nn.functional.avg_pool2d(sampled, sub) if sub > 1 else sampled
+
+
+def fit_batch_on_device(
+    images: Sequence[torch.Tensor], out_height: int, out_width: int, out: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Crop each ``(3, h, w)`` uint8 image to the output's aspect ratio around its center (the CPU path's box,
+    :func:`fm_loader.media.decode.center_box`, not rounded) and resize it: ``(N, 3, H, W)`` uint8.
+
+    Each output pixel is the mean of ``s x s`` bilinear samples spread over its share of the box (``s``: the
+    image's downscale factor rounded up, see :func:`subsamples`): an area-averaging downscale that does not
+    alias, and plain bilinear when enlarging. The whole batch takes one copy per image and a handful of
+    batched kernels (images with the same ``s`` are sampled together, in chunks of bounded memory), where a
+    resize per image costs several kernels and Python calls per image. A pixel depends only on its own image.
+
+    Args:
+        images: Decoded images, all on one device.
+        out_height: Output height.
+        out_width: Output width.
+        out: Where to write the result (``(N, 3, H, W)`` uint8 on that device); a new tensor when None.
+    """
+    if out is None:
+        out = torch.empty((len(images), 3, out_height, out_width), dtype=torch.uint8, device=images[0].device)
+    by_sub: dict[int, list[int]] = {}
+    for n, image in enumerate(images):
+        by_sub.setdefault(subsamples(image.shape[1], image.shape[2], out_height, out_width), []).append(n)
+    for sub, members in sorted(by_sub.items()):
+        chunk: list[int] = []
+        widest = tallest = 0
+        for n in [*members, -1]:
+            if n >= 0:
+                h, w = int(images[n].shape[1]), int(images[n].shape[2])
+                grown = (len(chunk) + 1) * max(
+                    3 * max(tallest, h) * max(widest, w), 2 * out_height * out_width * sub * sub
+                )
+                if not chunk or grown <= CHUNK_ELEMENTS:
+                    chunk.append(n)
+                    tallest, widest = max(tallest, h), max(widest, w)
+                    continue
+            fitted = _fit_chunk([images[i] for i in chunk], out_height, out_width, sub)
+            index = torch.tensor(chunk, device=out.device)
+            out.index_copy_(0, index, fitted.add_(0.5).clamp_(0, 255).to(torch.uint8))
+            if n >= 0:
+                chunk, tallest, widest = [n], int(images[n].shape[1]), int(images[n].shape[2])
+    return out
 
 
 class GpuImageDecoder:
@@ -149,15 +311,21 @@ class GpuImageDecoder:
 
     Args:
         device: Where the images are decoded and returned.
-        codec: The batched JPEG decode (default: torchvision's, see :func:`jpeg_codec`); tests inject one.
+        codec: The batched JPEG decode; None: the one :func:`choose_jpeg_codec` picks for ``preference``.
+        preference: ``"auto"``, ``"nvimgcodec"`` or ``"torchvision"`` (used when ``codec`` is None).
     """
 
-    def __init__(self, device: torch.device, codec: JpegCodec | None = None) -> None:
+    def __init__(
+        self, device: torch.device, codec: JpegCodec | None = None, preference: str = "auto"
+    ) -> None:
         self.device = device
-        found = codec if codec is not None else jpeg_codec()
-        if found is None:
-            raise ValueError("GPU image decode needs torchvision (torchvision.io.decode_jpeg)")
-        self.codec: JpegCodec = found
+        self.codec_name = "injected"
+        if codec is None:
+            choice = choose_jpeg_codec(preference, device)
+            if choice.codec is None:
+                raise ValueError(f"GPU image decode has no usable JPEG codec: {choice.why_not}")
+            codec, self.codec_name = choice.codec, str(choice.name)
+        self.codec: JpegCodec = codec
         self.cpu_fallbacks = 0  # samples decoded on the CPU (not JPEG, or refused by the GPU codec)
 
     def _on_cpu(self, data: bytes | memoryview, shape: tuple[int, int]) -> torch.Tensor:
@@ -181,6 +349,7 @@ class GpuImageDecoder:
     def _decoded(self, payloads: Sequence[bytes | memoryview | None]) -> dict[int, torch.Tensor]:
         """The JPEG payloads the codec decodes, ``(3, h, w)`` on the device by slot (one codec call)."""
         jpeg_slots = [i for i, p in enumerate(payloads) if p is not None and is_complete_jpeg(p)]
+        # a copy each: the codec's host-to-device copy may still read it after the batch's buffers are reused
         datas = [torch.frombuffer(bytearray(payloads[i]), dtype=torch.uint8) for i in jpeg_slots]  # type: ignore[arg-type]
         decoded = self._gpu(datas) if datas else []
         return {
@@ -198,14 +367,17 @@ class GpuImageDecoder:
             The images, and ``{slot: reason}`` for payloads that decode neither on the GPU nor on the CPU.
         """
         images = torch.zeros((len(payloads), 3, *shape), dtype=torch.uint8, device=self.device)
-
-        def on_device(slot: int, image: torch.Tensor) -> None:
-            images[slot] = fit_on_device(image, *shape)
-
-        def on_cpu(slot: int, payload: bytes | memoryview) -> None:
-            images[slot] = self._on_cpu(payload, shape)
-
-        return images, self._fill(payloads, on_device, on_cpu)
+        on_device, to_cpu, failed = self._split(payloads, lambda image: [image])
+        for slot, payload in to_cpu.items():
+            try:
+                images[slot] = self._on_cpu(payload, shape)
+            except ValueError as exc:
+                failed[slot] = str(exc)
+        if on_device:
+            slots = list(on_device)
+            fitted = fit_batch_on_device([on_device[s][0] for s in slots], *shape)
+            images.index_copy_(0, torch.tensor(slots, device=self.device), fitted)
+        return images, failed
 
     def decode_strips(
         self, payloads: Sequence[bytes | memoryview | None], keyframes: int, shape: tuple[int, int]
@@ -215,45 +387,54 @@ class GpuImageDecoder:
         frames of equal height, which the CPU path refuses too)."""
         frames = torch.zeros((len(payloads), keyframes, 3, *shape), dtype=torch.uint8, device=self.device)
 
-        def on_device(slot: int, strip: torch.Tensor) -> None:
+        def cut(strip: torch.Tensor) -> list[torch.Tensor]:
             _, height, width = strip.shape
             if height % keyframes:
                 raise ValueError(f"a {width}x{height} strip does not hold {keyframes} frames of equal height")
             frame = height // keyframes
-            for i in range(keyframes):
-                frames[slot, i] = fit_on_device(strip[:, i * frame : (i + 1) * frame], *shape)
+            return [strip[:, i * frame : (i + 1) * frame] for i in range(keyframes)]
 
-        def on_cpu(slot: int, payload: bytes | memoryview) -> None:
+        on_device, to_cpu, failed = self._split(payloads, cut)
+        for slot, payload in to_cpu.items():
             self.cpu_fallbacks += 1
-            pixels = decode_strip(payload, keyframes, *shape)  # ValueError when it does not decode
+            try:
+                pixels = decode_strip(payload, keyframes, *shape)  # ValueError when it does not decode
+            except ValueError as exc:
+                failed[slot] = str(exc)
+                continue
             frames[slot] = torch.from_numpy(np.ascontiguousarray(pixels.transpose(0, 3, 1, 2))).to(
                 self.device
             )
+        if on_device:
+            slots = list(on_device)
+            fitted = fit_batch_on_device([f for s in slots for f in on_device[s]], *shape)
+            frames[slots] = fitted.view(len(slots), keyframes, 3, *shape)
+        return frames, failed
 
-        return frames, self._fill(payloads, on_device, on_cpu)
-
-    def _fill(
+    def _split(
         self,
         payloads: Sequence[bytes | memoryview | None],
-        on_device: Callable[[int, torch.Tensor], None],
-        on_cpu: Callable[[int, bytes | memoryview], None],
-    ) -> dict[int, str]:
-        """Batch-decode ``payloads`` on the device, place each slot (``on_cpu`` for what the device refused) and
-        return ``{slot: reason}`` for the payloads that decode nowhere."""
-        failed: dict[int, str] = {}
+        cut: Callable[[torch.Tensor], list[torch.Tensor]],
+    ) -> tuple[dict[int, list[torch.Tensor]], dict[int, bytes | memoryview], dict[int, str]]:
+        """Batch-decode ``payloads`` on the device (one codec call). Returns ``{slot: cut(decoded)}`` for what
+        the device decoded, ``{slot: payload}`` for what is left to the CPU (refused by the GPU codec, not a
+        complete JPEG) and ``{slot: reason}`` for what ``cut`` refused."""
         by_slot = self._decoded(payloads)
+        on_device: dict[int, list[torch.Tensor]] = {}
+        to_cpu: dict[int, bytes | memoryview] = {}
+        failed: dict[int, str] = {}
         for slot, payload in enumerate(payloads):
             if payload is None:
                 continue
+            decoded = by_slot.get(slot)
+            if decoded is None:
+                to_cpu[slot] = payload
+                continue
             try:
-                decoded = by_slot.get(slot)
-                if decoded is not None:
-                    on_device(slot, decoded)
-                else:
-                    on_cpu(slot, payload)
+                on_device[slot] = cut(decoded)
             except ValueError as exc:
                 failed[slot] = str(exc)
-        return failed
+        return on_device, to_cpu, failed
 
 
 def payloads(batch: dict[str, Any]) -> list[memoryview | None]:

@@ -10,7 +10,7 @@ import pytest
 import torch
 from media_shards import fake_codec, image_samples, install_fake_gpu, write_dataset
 
-from fm_loader import Loader
+from fm_loader import DeliveryOptions, Loader
 from fm_loader.media import gpu_decode
 from fm_loader.media.errors import CorruptSampleError
 from fm_loader.media.format import MediaSample
@@ -64,7 +64,7 @@ def test_auto_without_the_codec_is_the_cpu_path_with_one_log_line(monkeypatch, c
         assert gpu_decode.select_image_decode("auto", torch.device("cpu")) == "cpu"
     lines = [r for r in caplog.records if "decoded on the CPU" in r.getMessage()]
     assert len(lines) == 1 and "torchvision is not installed" in lines[0].getMessage()
-    with pytest.raises(ValueError, match="GPU JPEG codec is unusable: torchvision is not installed"):
+    with pytest.raises(ValueError, match=r"GPU JPEG codec is unusable: .*torchvision is not installed"):
         gpu_decode.select_image_decode("gpu", torch.device("cpu"))
 
 
@@ -169,13 +169,58 @@ def test_bytes_mode_hands_out_the_checksummed_compressed_bytes(dataset) -> None:
     assert len(chunks) == 4 and all(c is None or len(c) > 8 for c in chunks)
 
 
-@pytest.mark.skipif(
-    not (torch.cuda.is_available() and gpu_decode.jpeg_codec() is not None),
-    reason="needs a CUDA device and torchvision with GPU decode (this machine has neither)",
-)
-def test_real_nvjpeg_matches_the_cpu_path_except_pixels(dataset) -> None:
+def test_auto_prefers_nvimgcodec_then_torchvision(monkeypatch) -> None:
+    cpu = torch.device("cpu")
+    hardware, kernels = fake_codec([], set()), fake_codec([], set())
+    monkeypatch.setattr(gpu_decode, "nvimgcodec_codec", lambda: hardware)
+    monkeypatch.setattr(gpu_decode, "jpeg_codec", lambda: kernels)
+    assert gpu_decode.choose_jpeg_codec("auto", cpu).codec is hardware
+    assert gpu_decode.choose_jpeg_codec("torchvision", cpu).codec is kernels
+    assert gpu_decode.GpuImageDecoder(cpu).codec_name == "nvimgcodec"
+    monkeypatch.setattr(gpu_decode, "nvimgcodec_codec", lambda: lambda datas, device: [None] * len(datas))
+    choice = gpu_decode.choose_jpeg_codec("auto", cpu)  # refuses the probe JPEG: the next one
+    assert (choice.name, choice.codec) == ("torchvision", kernels)
+    assert "refused" in gpu_decode.choose_jpeg_codec("nvimgcodec", cpu).why_not
+    monkeypatch.setattr(gpu_decode, "nvimgcodec_codec", lambda: None)
+    monkeypatch.setattr(gpu_decode, "jpeg_codec", lambda: None)
+    assert gpu_decode.choose_jpeg_codec("auto", cpu).why_not == (
+        "nvidia-nvimgcodec is not installed; torchvision is not installed"
+    )
+    with pytest.raises(ValueError, match="jpeg_codec must be one of"):
+        gpu_decode.choose_jpeg_codec("nvjpeg", cpu)
+    with pytest.raises(ValueError, match="jpeg_codec must be one of"):
+        DeliveryOptions(jpeg_codec="nvjpeg")
+
+
+def test_a_stream_the_codec_returns_as_none_is_decoded_on_the_cpu() -> None:
+    """nvImageCodec answers a stream it cannot decode with None (torchvision raises): the CPU decodes it."""
+    refused = refused_bytes()
+    strict = fake_codec([], set())
+
+    def codec(datas, device):
+        return [None if bytes(d.numpy()) in refused else strict([d], device)[0] for d in datas]
+
+    decoder = gpu_decode.GpuImageDecoder(torch.device("cpu"), codec)
+    batch = [s.media for s in image_samples(8)]
+    images, failed = decoder.decode(batch, (32, 48))
+    assert not failed and decoder.cpu_fallbacks == 3  # the PNGs 0 and 5 (never sent) and the refused JPEG
+    cpu = torch.from_numpy(gpu_decode.decode_image(batch[REFUSED], 32, 48).transpose(2, 0, 1).copy())
+    assert torch.equal(images[REFUSED], cpu)  # decoded by the CPU path itself: same pixels
+
+
+def real_codec(name: str) -> bool:
+    return (
+        torch.cuda.is_available()
+        and gpu_decode.choose_jpeg_codec(name, torch.device("cuda")).codec is not None
+    )
+
+
+@pytest.mark.parametrize("codec", ["torchvision", "nvimgcodec"])
+def test_real_gpu_codec_matches_the_cpu_path_except_pixels(dataset, codec) -> None:
+    if not real_codec(codec):
+        pytest.skip(f"needs a CUDA device and a working {codec} JPEG decode (this machine has neither)")
     cpu = run(Loader(dataset, 4, seed=1, skip_corrupt=True))
-    gpu = run(Loader(dataset, 4, seed=1, skip_corrupt=True, device="cuda"))
+    gpu = run(Loader(dataset, 4, seed=1, skip_corrupt=True, device="cuda", jpeg_codec=codec))
     for (a, sa), (b, sb) in zip(cpu, gpu, strict=True):
         assert sa == sb and torch.equal(a["valid"], b["valid"].cpu())
         assert b["images"].is_cuda
