@@ -208,7 +208,7 @@ def select_image_decode(mode: str, device: torch.device | None, jpeg_codec_name:
 
 
 MAX_SUBSAMPLES = 8  # per output pixel and axis: a downscale beyond 8x averages 8x8 of its source pixels
-CHUNK_ELEMENTS = 1 << 25  # floats per temporary of one fit call (source batch, sample grid): ~128 MB each
+CHUNK_ELEMENTS = 1 << 26  # floats per temporary of one fit call (source batch, sample grid): 256 MB each
 
 
 def subsamples(height: int, width: int, out_height: int, out_width: int) -> int:
