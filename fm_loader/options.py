@@ -111,9 +111,9 @@ class DeliveryOptions:
             :mod:`fm_loader.media.gpu_decode`); ``"bytes"``: not decoded, batches carry the checksummed
             compressed bytes (``image_bytes``, ``image_offsets``, ``image_where``) instead of ``images`` (what
             the workers of a GPU-decoding loader hand over).
-        jpeg_codec: The GPU JPEG codec: ``"auto"`` (default): NVIDIA nvImageCodec when it is installed (it uses
-            the GPU's hardware JPEG engines where there are some: A100, H100, H200), else torchvision's nvJPEG
-            decode; ``"nvimgcodec"`` or ``"torchvision"``: that one only.
+        jpeg_codec: The GPU JPEG codec: ``"auto"`` (default): torchvision's nvJPEG decode, else NVIDIA
+            nvImageCodec when only it is installed; ``"torchvision"`` or ``"nvimgcodec"`` (the GPU's hardware
+            JPEG engines on an A100/H100/H200; measured slower on an H200, see docs/gpu.md): that one only.
         handover: How worker processes hand batches to this process: ``"shm"`` (default: a reused ring of
             shared-memory slots per worker) or ``"pickle"`` (torch's own queue, a fresh shared segment per
             tensor; kept for comparison).

@@ -111,9 +111,10 @@ def _probe(codec: JpegCodec, device: torch.device) -> str | None:
 
 
 def nvimgcodec_codec() -> JpegCodec | None:
-    """NVIDIA nvImageCodec's batched JPEG decode (RGB), or None when it is not installed. It decodes on the GPU's
-    hardware JPEG engines where the GPU has them (A100, H100, H200: the SMs stay free for the training step),
-    else with CUDA kernels; a stream it cannot decode comes back as None (the caller decodes it on the CPU)."""
+    """NVIDIA nvImageCodec's batched JPEG decode (RGB), or None when it is not installed. It can decode on the
+    GPU's hardware JPEG engines (A100, H100, H200), leaving the SMs to the training step; a stream it cannot
+    decode comes back as None (the caller decodes it on the CPU). Measured on an H200 with ~1 MP JPEGs it fed
+    a ViT-B/16 step worse than torchvision's decode (docs/gpu.md), so ``"auto"`` tries it second."""
     try:
         from nvidia import nvimgcodec  # pyright: ignore[reportMissingImports]
     except ImportError:
@@ -163,11 +164,11 @@ class CodecChoice:
 
 
 def choose_jpeg_codec(preference: str, device: torch.device) -> CodecChoice:
-    """The first codec of ``preference`` that decodes a probe JPEG on ``device``: ``"auto"`` tries nvImageCodec
-    (hardware JPEG decode), then torchvision (nvJPEG on the SMs); a name tries that codec alone."""
+    """The first codec of ``preference`` that decodes a probe JPEG on ``device``: ``"auto"`` tries torchvision
+    (nvJPEG on the SMs), then nvImageCodec; a name tries that codec alone."""
     if preference not in JPEG_CODECS:
         raise ValueError(f"jpeg_codec must be one of {JPEG_CODECS}, got {preference!r}")
-    names = ("nvimgcodec", "torchvision") if preference == "auto" else (preference,)
+    names = ("torchvision", "nvimgcodec") if preference == "auto" else (preference,)
     reasons = []
     for name in names:
         # looked up at call time: tests replace the factories
@@ -211,6 +212,13 @@ MAX_SUBSAMPLES = 8  # per output pixel and axis: a downscale beyond 8x averages 
 CHUNK_ELEMENTS = 1 << 26  # floats per temporary of one fit call (source batch, sample grid): 256 MB each
 
 
+def upload(values: Any, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A small host list as a tensor on ``device``, copied without waiting for the device: a plain
+    ``torch.tensor(..., device=cuda)`` synchronizes with the stream, which would stall the decode thread
+    until the GPU has finished everything queued before it."""
+    return torch.tensor(values, dtype=dtype).to(device, non_blocking=True)
+
+
 def subsamples(height: int, width: int, out_height: int, out_width: int) -> int:
     """Samples per output pixel and axis for an image fitted from ``height`` x ``width``: its downscale factor,
     rounded up (1 when it is enlarged), at most ``MAX_SUBSAMPLES``."""
@@ -242,11 +250,12 @@ def _fit_chunk(images: Sequence[torch.Tensor], out_height: int, out_width: int, 
     source = torch.zeros((len(images), 3, padded_h, padded_w), dtype=torch.float32, device=device)
     for n, image in enumerate(images):
         source[n, :, : heights[n], : widths[n]].copy_(image)  # one kernel each
-    boxes = torch.tensor(
+    boxes = upload(
         [center_box(w, h, out_height, out_width) for h, w in zip(heights, widths, strict=True)],
-        dtype=torch.float32,
-    ).to(device, non_blocking=True)
-    sizes = torch.tensor([heights, widths], dtype=torch.float32).to(device, non_blocking=True)
+        torch.float32,
+        device,
+    )
+    sizes = upload([heights, widths], torch.float32, device)
     xs = _axis_samples(boxes[:, 0], boxes[:, 2], sizes[1], out_width, sub, padded_w)
     ys = _axis_samples(boxes[:, 1], boxes[:, 3], sizes[0], out_height, sub, padded_h)
     grid = torch.stack(
@@ -299,7 +308,7 @@ def fit_batch_on_device(
                     tallest, widest = max(tallest, h), max(widest, w)
                     continue
             fitted = _fit_chunk([images[i] for i in chunk], out_height, out_width, sub)
-            index = torch.tensor(chunk, device=out.device)
+            index = upload(chunk, torch.int64, out.device)
             out.index_copy_(0, index, fitted.add_(0.5).clamp_(0, 255).to(torch.uint8))
             if n >= 0:
                 chunk, tallest, widest = [n], int(images[n].shape[1]), int(images[n].shape[2])
@@ -376,7 +385,7 @@ class GpuImageDecoder:
         if on_device:
             slots = list(on_device)
             fitted = fit_batch_on_device([on_device[s][0] for s in slots], *shape)
-            images.index_copy_(0, torch.tensor(slots, device=self.device), fitted)
+            images.index_copy_(0, upload(slots, torch.int64, self.device), fitted)
         return images, failed
 
     def decode_strips(
@@ -408,7 +417,9 @@ class GpuImageDecoder:
         if on_device:
             slots = list(on_device)
             fitted = fit_batch_on_device([f for s in slots for f in on_device[s]], *shape)
-            frames[slots] = fitted.view(len(slots), keyframes, 3, *shape)
+            frames.index_copy_(
+                0, upload(slots, torch.int64, self.device), fitted.view(len(slots), keyframes, 3, *shape)
+            )
         return frames, failed
 
     def _split(

@@ -85,3 +85,18 @@ def test_subsamples_follow_the_downscale() -> None:
     assert subsamples(512, 512, 256, 256) == 2
     assert subsamples(960, 1280, 256, 256) == 4  # the crop is 960x960: 3.75x
     assert subsamples(6000, 6000, 256, 256) == gpu_decode.MAX_SUBSAMPLES
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (this torch build has none)")
+def test_the_fit_never_waits_for_the_gpu(images) -> None:
+    """The decode thread queues the fit and moves on: no host-device synchronization inside it (a plain
+    ``torch.tensor(..., device="cuda")`` would be one), checked with torch's sync debug mode."""
+    on_gpu = [chw(a).cuda() for a in images]
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        out = fit_batch_on_device(on_gpu, 256, 256)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    cpu = fit_batch_on_device([chw(a) for a in images], 256, 256)
+    assert (out.cpu().int() - cpu.int()).abs().max() <= 1

@@ -64,7 +64,7 @@ def test_auto_without_the_codec_is_the_cpu_path_with_one_log_line(monkeypatch, c
         assert gpu_decode.select_image_decode("auto", torch.device("cpu")) == "cpu"
     lines = [r for r in caplog.records if "decoded on the CPU" in r.getMessage()]
     assert len(lines) == 1 and "torchvision is not installed" in lines[0].getMessage()
-    with pytest.raises(ValueError, match=r"GPU JPEG codec is unusable: .*torchvision is not installed"):
+    with pytest.raises(ValueError, match="GPU JPEG codec is unusable: torchvision is not installed"):
         gpu_decode.select_image_decode("gpu", torch.device("cpu"))
 
 
@@ -169,22 +169,23 @@ def test_bytes_mode_hands_out_the_checksummed_compressed_bytes(dataset) -> None:
     assert len(chunks) == 4 and all(c is None or len(c) > 8 for c in chunks)
 
 
-def test_auto_prefers_nvimgcodec_then_torchvision(monkeypatch) -> None:
+def test_auto_prefers_torchvision_then_nvimgcodec(monkeypatch) -> None:
     cpu = torch.device("cpu")
     hardware, kernels = fake_codec([], set()), fake_codec([], set())
     monkeypatch.setattr(gpu_decode, "nvimgcodec_codec", lambda: hardware)
     monkeypatch.setattr(gpu_decode, "jpeg_codec", lambda: kernels)
-    assert gpu_decode.choose_jpeg_codec("auto", cpu).codec is hardware
-    assert gpu_decode.choose_jpeg_codec("torchvision", cpu).codec is kernels
-    assert gpu_decode.GpuImageDecoder(cpu).codec_name == "nvimgcodec"
-    monkeypatch.setattr(gpu_decode, "nvimgcodec_codec", lambda: lambda datas, device: [None] * len(datas))
+    assert gpu_decode.choose_jpeg_codec("auto", cpu).codec is kernels
+    assert gpu_decode.choose_jpeg_codec("nvimgcodec", cpu).codec is hardware
+    assert gpu_decode.GpuImageDecoder(cpu).codec_name == "torchvision"
+    assert gpu_decode.GpuImageDecoder(cpu, preference="nvimgcodec").codec_name == "nvimgcodec"
+    monkeypatch.setattr(gpu_decode, "jpeg_codec", lambda: lambda datas, device: [None] * len(datas))
     choice = gpu_decode.choose_jpeg_codec("auto", cpu)  # refuses the probe JPEG: the next one
-    assert (choice.name, choice.codec) == ("torchvision", kernels)
-    assert "refused" in gpu_decode.choose_jpeg_codec("nvimgcodec", cpu).why_not
+    assert (choice.name, choice.codec) == ("nvimgcodec", hardware)
+    assert "refused" in gpu_decode.choose_jpeg_codec("torchvision", cpu).why_not
     monkeypatch.setattr(gpu_decode, "nvimgcodec_codec", lambda: None)
     monkeypatch.setattr(gpu_decode, "jpeg_codec", lambda: None)
     assert gpu_decode.choose_jpeg_codec("auto", cpu).why_not == (
-        "nvidia-nvimgcodec is not installed; torchvision is not installed"
+        "torchvision is not installed; nvidia-nvimgcodec is not installed"
     )
     with pytest.raises(ValueError, match="jpeg_codec must be one of"):
         gpu_decode.choose_jpeg_codec("nvjpeg", cpu)
