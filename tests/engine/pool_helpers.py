@@ -244,7 +244,7 @@ def units_then_return(pids: Any) -> None:
     pids.put(sorted({marker.extra["pid"] for marker in markers}))
 
 
-HEAVY_MODULES = ("pyspark", "great_expectations", "pyiceberg", "lance", "matplotlib", "scipy.signal")
+HEAVY_MODULES = ("pyspark", "great_expectations", "pyiceberg", "lance", "av", "matplotlib", "scipy.signal")
 
 
 class ModulesJob:

@@ -1,5 +1,5 @@
 """The code location and the unit workers import the heavy engines (pyspark, great-expectations, pyiceberg,
-lance, matplotlib, scipy.signal) only where they are used; a stage's ``worker_modules`` are imported once by
+lance, PyAV, matplotlib, scipy.signal) only where they are used; a stage's ``worker_modules`` are imported once by
 the pool's fork server, so workers start with them and the driver never imports them."""
 
 from __future__ import annotations
@@ -41,6 +41,14 @@ def test_the_heavy_engines_are_still_there_when_a_stage_uses_them() -> None:
     # the probe itself can see a heavy import (the check above is not vacuous)
     code = "from fm_assets.transforms.text.validate_gx import gx_validate_records"
     assert "great_expectations" in loaded_after(code)
+
+
+def test_pyav_loads_only_when_video_is_handled() -> None:
+    # the stage registry (and with it every text run) imports the video modules, not PyAV itself
+    assert "av" not in loaded_after("from fm_assets.stages.registry import ALL_STAGES")
+    assert "av" in loaded_after(
+        "from fm_assets.transforms.video.probe import VideoLimits\nVideoLimits().config()"
+    )
 
 
 def test_validate_units_run_their_suite_without_great_expectations() -> None:
