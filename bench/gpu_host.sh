@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every measurement that needs the GPU host (one CUDA GPU, 16 cores), in one pass of about 8 minutes: the GPU
+# Every measurement that needs the GPU host (one CUDA GPU, 16 cores), in one pass of about 9 minutes: the GPU
 # tests, bench/gpu_loader.py (input stall on a real training step), bench/scale.py on 1 vs 16 workers (the
 # 101 MB held-out batch) and bench/workers.py (loader worker scaling). Each part has its own time limit and
 # writes under $OUT, so one part failing leaves the others' results.
@@ -9,7 +9,9 @@
 # That host has no network and its own Python (torch, torchvision, numpy, pyarrow, pillow...). What it lacks
 # travels with the checkout (all three made here, on a machine with network):
 #   .whl/                     cp312 wheels of the pipeline's other imports (no pyspark, lance, av or GX: the
-#                             text pipeline runs without them, near_dedup in process, the Lance views off)
+#                             text pipeline runs without them, near_dedup in process, the Lance views off),
+#                             soundfile for the media tests, and nvidia-nvimgcodec-cu13 + nvidia-nvjpeg (13.x)
+#                             for gpu_loader's nvImageCodec runs (without them those runs say "skipped")
 #   .dev/big.jsonl.xz         python bench/scale.py --large --export-corpus .dev/big.jsonl.xz
 #   .dev/work/tokenizer.json  the BPE scale.py trains on that corpus (so the host does not train it)
 # Settings (env): OUT (default /tmp/gpu-host), CORPUS, SCALE_WORKERS (default 1,16), GPU_RUN_SECONDS (6),
@@ -25,6 +27,8 @@ say() { echo "[$(date +%T)] $*" | tee -a "$log"; }
 if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
     .whl/*.whl >>"$log" 2>&1 && export PYTHONPATH=/tmp/site
+  # nvImageCodec's JPEG extension loads libnvjpeg from the nvidia-nvjpeg wheel
+  export LD_LIBRARY_PATH=/tmp/site/nvidia/cu13/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
 export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD
 {
@@ -35,21 +39,21 @@ export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD
 cat "$OUT/env.txt" | tee -a "$log"
 
 say "GPU tests"
-timeout 60 python3 -m pytest -q -p no:cacheprovider -o addopts="-ra" tests/fm_loader/test_device.py \
+timeout 50 python3 -m pytest -q -p no:cacheprovider -o addopts="-ra" tests/fm_loader/test_device.py \
   tests/fm_loader/test_device_loader.py tests/fm_loader/media/test_gpu_decode.py \
-  tests/fm_loader/test_gpu_bench.py >"$OUT/gpu_tests.txt" 2>&1
+  tests/fm_loader/media/test_fit_batch.py tests/fm_loader/test_gpu_bench.py >"$OUT/gpu_tests.txt" 2>&1
 say "GPU tests rc=$?"
 
 say "bench/gpu_loader.py"
-timeout 200 python3 bench/gpu_loader.py --run-seconds "${GPU_RUN_SECONDS:-6}" >"$OUT/gpu_loader.json" 2>>"$log"
+timeout 220 python3 bench/gpu_loader.py --run-seconds "${GPU_RUN_SECONDS:-6}" >"$OUT/gpu_loader.json" 2>>"$log"
 say "gpu_loader rc=$?"
 
 say "bench/scale.py --workers ${SCALE_WORKERS:-1,16}"
-timeout 240 python3 bench/scale.py --workers-only --corpus "$CORPUS" --workers "${SCALE_WORKERS:-1,16}" \
+timeout 170 python3 bench/scale.py --workers-only --corpus "$CORPUS" --workers "${SCALE_WORKERS:-1,16}" \
   --reps 1 --workdir .dev/work >"$OUT/scale.json" 2>>"$log"
 say "scale rc=$?"
 
 say "bench/workers.py --workers ${WORKER_COUNTS:-1,4,8,15}"
-timeout 75 python3 bench/workers.py --workers "${WORKER_COUNTS:-1,4,8,15}" --images 2048 --repeats 2 \
+timeout 120 python3 bench/workers.py --workers "${WORKER_COUNTS:-1,4,8,15}" --images 2048 --repeats 1 \
   >"$OUT/workers.json" 2>>"$log"
 say "workers rc=$?"
