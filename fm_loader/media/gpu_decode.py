@@ -25,7 +25,7 @@ from __future__ import annotations
 import io
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -271,9 +271,27 @@ def _fit_chunk(images: Sequence[torch.Tensor], out_height: int, out_width: int, 
     return torch.nn.functional.avg_pool2d(sampled, sub) if sub > 1 else sampled
 
 
-def fit_batch_on_device(
-    images: Sequence[torch.Tensor], out_height: int, out_width: int, out: torch.Tensor | None = None
-) -> torch.Tensor:
+def _chunks(
+    members: list[int], images: Sequence[torch.Tensor], out_height: int, out_width: int, sub: int
+) -> Iterator[list[int]]:
+    """``members`` (indexes of ``images``) in order, cut so that no temporary of a fit call (the padded source
+    batch, the sample grid) holds more than ``CHUNK_ELEMENTS`` floats; at least one image per chunk."""
+    chunk: list[int] = []
+    tallest = widest = 0
+    per_image_grid = 2 * out_height * out_width * sub * sub
+    for n in members:
+        h, w = int(images[n].shape[1]), int(images[n].shape[2])
+        grown = (len(chunk) + 1) * max(3 * max(tallest, h) * max(widest, w), per_image_grid)
+        if chunk and grown > CHUNK_ELEMENTS:
+            yield chunk
+            chunk, tallest, widest = [], 0, 0
+        chunk.append(n)
+        tallest, widest = max(tallest, h), max(widest, w)
+    if chunk:
+        yield chunk
+
+
+def fit_batch_on_device(images: Sequence[torch.Tensor], out_height: int, out_width: int) -> torch.Tensor:
     """Crop each ``(3, h, w)`` uint8 image to the output's aspect ratio around its center (the CPU path's box,
     :func:`fm_loader.media.decode.center_box`, not rounded) and resize it: ``(N, 3, H, W)`` uint8.
 
@@ -282,36 +300,16 @@ def fit_batch_on_device(
     alias, and plain bilinear when enlarging. The whole batch takes one copy per image and a handful of
     batched kernels (images with the same ``s`` are sampled together, in chunks of bounded memory), where a
     resize per image costs several kernels and Python calls per image. A pixel depends only on its own image.
-
-    Args:
-        images: Decoded images, all on one device.
-        out_height: Output height.
-        out_width: Output width.
-        out: Where to write the result (``(N, 3, H, W)`` uint8 on that device); a new tensor when None.
     """
-    if out is None:
-        out = torch.empty((len(images), 3, out_height, out_width), dtype=torch.uint8, device=images[0].device)
+    out = torch.empty((len(images), 3, out_height, out_width), dtype=torch.uint8, device=images[0].device)
     by_sub: dict[int, list[int]] = {}
     for n, image in enumerate(images):
         by_sub.setdefault(subsamples(image.shape[1], image.shape[2], out_height, out_width), []).append(n)
     for sub, members in sorted(by_sub.items()):
-        chunk: list[int] = []
-        widest = tallest = 0
-        for n in [*members, -1]:
-            if n >= 0:
-                h, w = int(images[n].shape[1]), int(images[n].shape[2])
-                grown = (len(chunk) + 1) * max(
-                    3 * max(tallest, h) * max(widest, w), 2 * out_height * out_width * sub * sub
-                )
-                if not chunk or grown <= CHUNK_ELEMENTS:
-                    chunk.append(n)
-                    tallest, widest = max(tallest, h), max(widest, w)
-                    continue
+        for chunk in _chunks(members, images, out_height, out_width, sub):
             fitted = _fit_chunk([images[i] for i in chunk], out_height, out_width, sub)
-            index = upload(chunk, torch.int64, out.device)
-            out.index_copy_(0, index, fitted.add_(0.5).clamp_(0, 255).to(torch.uint8))
-            if n >= 0:
-                chunk, tallest, widest = [n], int(images[n].shape[1]), int(images[n].shape[2])
+            rounded = fitted.add_(0.5).clamp_(0, 255).to(torch.uint8)
+            out.index_copy_(0, upload(chunk, torch.int64, out.device), rounded)
     return out
 
 
