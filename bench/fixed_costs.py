@@ -43,7 +43,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -60,61 +59,12 @@ from scale import (
     read_corpus,
     run_pipeline,
     stage_split,
+    timeline,
     train_tokenizer,
     write_corpus,
 )
 
 TARGET_FIXED_S = 3.0
-
-
-def _steps(instance: Any, run_id: str) -> tuple[dict[str, float], float, float, float]:
-    """(step -> seconds, RUN_START, RUN_SUCCESS/FAILURE, creation) timestamps of one run."""
-    from dagster import DagsterEventType
-
-    starts: dict[str, float] = {}
-    steps: dict[str, float] = {}
-    run_start = run_end = 0.0
-    for entry in instance.all_logs(run_id):
-        event = entry.dagster_event
-        if event is None:
-            continue
-        if event.event_type == DagsterEventType.RUN_START:
-            run_start = entry.timestamp
-        elif event.event_type in (DagsterEventType.RUN_SUCCESS, DagsterEventType.RUN_FAILURE):
-            run_end = entry.timestamp
-        elif event.event_type == DagsterEventType.STEP_START and entry.step_key:
-            starts[entry.step_key] = entry.timestamp
-        elif event.event_type == DagsterEventType.STEP_SUCCESS and entry.step_key in starts:
-            steps[entry.step_key] = entry.timestamp - starts[entry.step_key]
-    created = instance.get_run_record_by_id(run_id).create_timestamp.timestamp()
-    return steps, run_start, run_end, created
-
-
-def timeline(env: dict[str, str], started: float, ended: float, stage_wall: float) -> dict[str, Any]:
-    """Where one ``fm run``'s seconds went, from its two Dagster runs' event logs (see the module doc)."""
-    from dagster import DagsterInstance
-
-    with DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
-        runs = sorted(instance.get_runs(limit=2), key=lambda run: run.job_name != "preprocess")
-        (pre_steps, pre_start, pre_end, pre_created), (rel_steps, rel_start, rel_end, rel_created) = (
-            _steps(instance, run.run_id) for run in runs
-        )
-    pre_step_s = sum(pre_steps.values())
-    return {
-        "start_to_first_run_s": round(pre_created - started, 3),
-        "preprocess_setup_s": round(pre_start - pre_created, 3),
-        "preprocess_steps_s": round(pre_step_s, 3),
-        "dagster_around_stages_s": round(pre_step_s - stage_wall, 3),
-        "preprocess_between_steps_s": round(pre_end - pre_start - pre_step_s, 3),
-        "between_runs_s": round(rel_created - pre_end, 3),
-        "release_setup_s": round(rel_start - rel_created, 3),
-        "release_steps_s": {step: round(seconds, 3) for step, seconds in sorted(rel_steps.items())},
-        "release_between_steps_s": round(rel_end - rel_start - sum(rel_steps.values()), 3),
-        "last_run_to_exit_s": round(ended - rel_end, 3),
-        # the batch's own part (start-up and its preprocess run) and what the release run added after it
-        "until_preprocess_end_s": round(pre_end - started, 3),
-        "release_run_s": round(ended - pre_end, 3),
-    }
 
 
 def measured_run(root: Path, env: dict[str, str], batches: list[str], profile: Path | None) -> dict:

@@ -44,6 +44,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -182,17 +183,72 @@ def land(root: Path, corpus: Path, source: str, env: dict[str, str]) -> str:
     return landed.stdout.strip().splitlines()[-1]
 
 
+def _steps(instance: Any, run_id: str) -> tuple[dict[str, float], float, float, float]:
+    """(step -> seconds, RUN_START, RUN_SUCCESS/FAILURE, creation) timestamps of one run."""
+    from dagster import DagsterEventType
+
+    starts: dict[str, float] = {}
+    steps: dict[str, float] = {}
+    run_start = run_end = 0.0
+    for entry in instance.all_logs(run_id):
+        event = entry.dagster_event
+        if event is None:
+            continue
+        if event.event_type == DagsterEventType.RUN_START:
+            run_start = entry.timestamp
+        elif event.event_type in (DagsterEventType.RUN_SUCCESS, DagsterEventType.RUN_FAILURE):
+            run_end = entry.timestamp
+        elif event.event_type == DagsterEventType.STEP_START and entry.step_key:
+            starts[entry.step_key] = entry.timestamp
+        elif event.event_type == DagsterEventType.STEP_SUCCESS and entry.step_key in starts:
+            steps[entry.step_key] = entry.timestamp - starts[entry.step_key]
+    created = instance.get_run_record_by_id(run_id).create_timestamp.timestamp()
+    return steps, run_start, run_end, created
+
+
+def timeline(env: dict[str, str], started: float, ended: float, stage_wall: float) -> dict[str, Any]:
+    """Where one ``fm run``'s seconds went, from its two Dagster runs' event logs: process start to the first
+    run's creation, each run's set-up, the preprocess steps and Dagster's seconds around the stages (step wall
+    minus ``stage_wall``: checks, events), the gaps, the release's steps by name, and the exit."""
+    from dagster import DagsterInstance
+
+    with DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
+        runs = sorted(instance.get_runs(limit=2), key=lambda run: run.job_name != "preprocess")
+        (pre_steps, pre_start, pre_end, pre_created), (rel_steps, rel_start, rel_end, rel_created) = (
+            _steps(instance, run.run_id) for run in runs
+        )
+    pre_step_s = sum(pre_steps.values())
+    return {
+        "start_to_first_run_s": round(pre_created - started, 3),
+        "preprocess_setup_s": round(pre_start - pre_created, 3),
+        "preprocess_steps_s": round(pre_step_s, 3),
+        "dagster_around_stages_s": round(pre_step_s - stage_wall, 3),
+        "preprocess_between_steps_s": round(pre_end - pre_start - pre_step_s, 3),
+        "between_runs_s": round(rel_created - pre_end, 3),
+        "release_setup_s": round(rel_start - rel_created, 3),
+        "release_steps_s": {step: round(seconds, 3) for step, seconds in sorted(rel_steps.items())},
+        "release_between_steps_s": round(rel_end - rel_start - sum(rel_steps.values()), 3),
+        "last_run_to_exit_s": round(ended - rel_end, 3),
+        # the batch's own part (start-up and its preprocess run) and what the release run added after it
+        "until_preprocess_end_s": round(pre_end - started, 3),
+        "release_run_s": round(ended - pre_end, 3),
+    }
+
+
 def run_pipeline(root: Path, env: dict[str, str], *batches: str) -> dict:
-    """One ``fm run`` (the given batches, default all, + release); wall, CPU and the per-stage report."""
+    """One ``fm run`` (the given batches, default all, + release); wall, CPU and the per-stage report, and
+    (``started_at``/``ended_at``) when it ran, for :func:`timeline`."""
     cpu_before = child_cpu()
+    started_at = time.time()
     started = time.perf_counter()
     proc = subprocess.run([*FM, "run", *batches], env=env, capture_output=True, text=True)
     wall = time.perf_counter() - started
+    ended_at = time.time()
     if proc.returncode != 0:
         raise RuntimeError(f"fm run failed:\n{proc.stderr[-3000:]}")
     report = subprocess.run([*FM, "report", "--json"], env=env, capture_output=True, text=True, check=True)
     return {"wall_s": wall, "cpu_s": child_cpu() - cpu_before, "stages": json.loads(report.stdout),
-            "split": stage_split(root)}  # fmt: skip
+            "split": stage_split(root), "started_at": started_at, "ended_at": ended_at}  # fmt: skip
 
 
 def amdahl(
@@ -364,6 +420,7 @@ def workers_case(
     few, many = counts
     walls: dict[int, list[float]] = {few: [], many: []}
     splits: dict[int, dict] = {}
+    timelines: dict[int, dict] = {}
     shards: dict[int, dict[str, str]] = {}
     for rep in range(reps):
         for workers in counts:
@@ -374,6 +431,7 @@ def workers_case(
             spread = spread_outside_stages(root, case["split"], workers)
             run = run_projection(case["wall_s"], case["split"], spread, workers)
             splits[workers] = {"stages": case["split"], "run": run}
+            timelines[workers] = case["timeline"]
             shards[workers] = shard_digests(workdir / "roots" / name, case["batch"])
     ratios = sorted(one / other for one, other in zip(walls[few], walls[many], strict=True))
     target = (
@@ -395,6 +453,9 @@ def workers_case(
         },
         "identical_shard_bytes": bool(shards[few]) and shards[few] == shards[many],
         "split": splits,
+        # where the seconds outside the stages went (the last rep's runs): start-up, Dagster set-up and the
+        # seconds around the stages (checks, events), the release's steps, exit
+        "timeline": timelines,
         "target": target,
     }
 
@@ -427,6 +488,8 @@ def pipeline_case(
     batch = land(root, workdir / "corpora" / f"{name}.jsonl", name.replace("_", "-"), env)
     result = run_pipeline(root, env, batch)
     result["split"] = stage_split(root, only=(batch,))
+    stage_wall = sum(row["wall_s"] for row in result["split"].values())
+    result["timeline"] = timeline(env, result.pop("started_at"), result.pop("ended_at"), stage_wall)
     per_stage = {}
     for row in result.pop("stages"):
         if row.get("batch", batch) == batch:
