@@ -1,13 +1,17 @@
-"""JPEG batches decoded on the GPU (nvJPEG through ``torchvision.io.decode_jpeg(device=...)``), fitted to a bucket.
+"""JPEG batches decoded on the GPU and fitted to a bucket there.
 
-Video-text keyframe strips take the same path (:meth:`GpuImageDecoder.decode_strips`): the strip is one JPEG,
-decoded on the GPU, cut into its F frames and each frame fitted like an image; a strip the GPU codec refuses is
-decoded on the CPU by :func:`fm_loader.media.decode.decode_strip`, the CPU path's own function (same pixels).
+The codec (:func:`choose_jpeg_codec`, the loader's ``jpeg_codec`` option): torchvision's
+``decode_jpeg(device=...)`` (nvJPEG on the SMs), or NVIDIA nvImageCodec (which can use the hardware JPEG engines
+of an A100/H100/H200, but measured slower on an H200: docs/gpu.md). Video-text keyframe strips take the same
+path (:meth:`GpuImageDecoder.decode_strips`): the strip is one JPEG, decoded on the GPU, cut into its F frames
+and each frame fitted like an image; a strip the GPU codec refuses is decoded on the CPU by
+:func:`fm_loader.media.decode.decode_strip`, the CPU path's own function (same pixels).
 
 Used by the image-text builder when batches go to a CUDA device (``Loader(device=...)``): workers (or the prefetch
 thread) read and checksum the compressed bytes and hand them over; the trainer's process decodes them here on
-the copy stream. Each image is cropped to the bucket's aspect ratio around its center with the same box as the
-CPU path (:func:`fm_loader.media.decode.center_box`) and resized to the bucket's shape (bilinear, antialiased).
+the copy stream. The whole batch is then cropped to the bucket's aspect ratio around each image's center (the
+CPU path's box, :func:`fm_loader.media.decode.center_box`) and resized to the bucket's shape in one batched,
+area-averaging fit (:func:`fit_batch_on_device`).
 
 Per sample, bytes that are not a complete JPEG (PNG, a JPEG without its end marker ...) or that the GPU codec
 refuses fall back to the CPU decode
@@ -16,7 +20,7 @@ builder turns them into the same ``CorruptSampleError`` / ``skip_corrupt`` outco
 bucket assignment, state and resume do not depend on where images are decoded; **only pixel values may differ**
 (the GPU decoder's IDCT and upsampling, the resize kernel, and no DCT-domain downscaling).
 
-torchvision is imported only when this path is chosen; without it (or without CUDA) the CPU path is used and
+The codecs are imported only when this path is chosen; without one (or without CUDA) the CPU path is used and
 :func:`select_image_decode` says so in one log line.
 """
 
