@@ -295,9 +295,16 @@ def _chunks(
         yield chunk
 
 
-def fit_batch_on_device(images: Sequence[torch.Tensor], out_height: int, out_width: int) -> torch.Tensor:
+def fit_batch_on_device(
+    images: Sequence[torch.Tensor],
+    out_height: int,
+    out_width: int,
+    out: torch.Tensor | None = None,
+    rows: Sequence[int] | None = None,
+) -> torch.Tensor:
     """Crop each ``(3, h, w)`` uint8 image to the output's aspect ratio around its center (the CPU path's box,
-    :func:`fm_loader.media.decode.center_box`, not rounded) and resize it: ``(N, 3, H, W)`` uint8.
+    :func:`fm_loader.media.decode.center_box`, not rounded) and resize it: ``(N, 3, H, W)`` uint8, or image
+    ``i`` written into ``out[rows[i]]`` when ``out`` is given (a batch with other rows filled elsewhere).
 
     Each output pixel is the mean of ``s x s`` bilinear samples spread over its share of the box (``s``: the
     image's downscale factor rounded up, see :func:`subsamples`): an area-averaging downscale that does not
@@ -305,7 +312,9 @@ def fit_batch_on_device(images: Sequence[torch.Tensor], out_height: int, out_wid
     batched kernels (images with the same ``s`` are sampled together, in chunks of bounded memory), where a
     resize per image costs several kernels and Python calls per image. A pixel depends only on its own image.
     """
-    out = torch.empty((len(images), 3, out_height, out_width), dtype=torch.uint8, device=images[0].device)
+    if out is None:
+        out = torch.empty((len(images), 3, out_height, out_width), dtype=torch.uint8, device=images[0].device)
+    destination = list(rows) if rows is not None else list(range(len(images)))
     by_sub: dict[int, list[int]] = {}
     for n, image in enumerate(images):
         by_sub.setdefault(subsamples(image.shape[1], image.shape[2], out_height, out_width), []).append(n)
@@ -313,7 +322,7 @@ def fit_batch_on_device(images: Sequence[torch.Tensor], out_height: int, out_wid
         for chunk in _chunks(members, images, out_height, out_width, sub):
             fitted = _fit_chunk([images[i] for i in chunk], out_height, out_width, sub)
             rounded = fitted.add_(0.5).clamp_(0, 255).to(torch.uint8)
-            out.index_copy_(0, upload(chunk, torch.int64, out.device), rounded)
+            out.index_copy_(0, upload([destination[i] for i in chunk], torch.int64, out.device), rounded)
     return out
 
 
@@ -386,8 +395,7 @@ class GpuImageDecoder:
                 failed[slot] = str(exc)
         if on_device:
             slots = list(on_device)
-            fitted = fit_batch_on_device([on_device[s][0] for s in slots], *shape)
-            images.index_copy_(0, upload(slots, torch.int64, self.device), fitted)
+            fit_batch_on_device([on_device[s][0] for s in slots], *shape, out=images, rows=slots)
         return images, failed
 
     def decode_strips(
@@ -418,10 +426,9 @@ class GpuImageDecoder:
             )
         if on_device:
             slots = list(on_device)
-            fitted = fit_batch_on_device([f for s in slots for f in on_device[s]], *shape)
-            frames.index_copy_(
-                0, upload(slots, torch.int64, self.device), fitted.view(len(slots), keyframes, 3, *shape)
-            )
+            rows = [slot * keyframes + i for slot in slots for i in range(keyframes)]
+            flat = frames.view(len(payloads) * keyframes, 3, *shape)
+            fit_batch_on_device([f for s in slots for f in on_device[s]], *shape, out=flat, rows=rows)
         return frames, failed
 
     def _split(
