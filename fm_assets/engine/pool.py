@@ -25,6 +25,8 @@ Process model (chosen, not defaulted):
   fork server, and every worker forked from it starts with them, instead of each worker importing them
   on its first unit (seconds per worker, which made validate slower with more workers). The driver
   itself never imports them.
+* **native thread pools sized to the worker's share of the cores** (``thread_budget``): pyarrow, the Rust
+  tokenizers and BLAS would each start one thread per host core in every worker.
 * **one task per unit** (units are thousands of records; the per-task cost is the pickled ``WorkUnit``
   and marker, well under a millisecond), so the progress bar advances per unit and load balances; the
   executor submits a stage's units largest first (``run.largest_first``), so the small ones end the stage.
@@ -77,6 +79,7 @@ from typing import Any, NoReturn, Protocol, TypeVar
 from fm_assets.engine.collector import tune_for_batch_work
 from fm_assets.engine.records import UnitMarker
 from fm_assets.engine.stage import WorkUnit
+from fm_assets.engine.thread_budget import apply_thread_budget, threads_per_worker
 
 log = logging.getLogger(__name__)
 
@@ -362,14 +365,22 @@ def load_job(key: str, read: Callable[[], bytes], *, apply_env: bool) -> UnitJob
     if apply_env and (not _ENV_APPLIED or _ENV_APPLIED[-1] != key):
         os.environ.clear()
         os.environ.update(env)
+        if _THREADS:
+            apply_thread_budget(_THREADS[0])
         _ENV_APPLIED[:] = [key]
     return job
 
 
-def _worker_init() -> None:
-    """In each pool worker: leave Ctrl-C to the parent; die with the parent; rarer collections."""
+_THREADS: list[int] = []  # this pool worker's share of the host's cores (thread_budget)
+
+
+def _worker_init(threads: int) -> None:
+    """In each pool worker: leave Ctrl-C to the parent; die with the parent; rarer collections; native
+    thread pools sized to this worker's share of the cores."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     tune_for_batch_work()
+    _THREADS[:] = [threads]
+    apply_thread_budget(threads)
     parent = multiprocessing.parent_process()
     if parent is None:
         return
@@ -396,7 +407,10 @@ class _Pool:
             preload_modules()
         )  # only read when the fork server starts (once per process)
         self.workers = workers
-        self.executor = cf.ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_init)
+        self.threads = threads_per_worker(resolve_workers(0), workers)
+        self.executor = cf.ProcessPoolExecutor(
+            workers, mp_context=context, initializer=_worker_init, initargs=(self.threads,)
+        )
         self.users = 0
         self.idle_since = time.monotonic()
         self.broken = False
@@ -439,7 +453,11 @@ def shared_pool(workers: int) -> Iterator[_Pool]:
         if pool is None or pool.broken:
             _register_exit_hook()
             pool = _POOLS[workers] = _Pool(workers)
-            log.info("unit pool: %d worker processes (forkserver), started on first use", workers)
+            log.info(
+                "unit pool: %d worker processes (forkserver) of %d native threads each, started on first use",
+                workers,
+                pool.threads,
+            )
         pool.users += 1
     try:
         yield pool

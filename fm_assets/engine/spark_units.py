@@ -7,7 +7,8 @@ resources, what ``prepare`` returned, the parent's environment); ``sc.paralleliz
 its files and commit its marker exactly as a local worker does, so the store must be reachable from the
 executors (a local root on the same machine, as for a loopback cluster, or S3). Markers come back to the
 driver; a unit's exception comes back as a ``UnitFailure`` (no Spark task retry for a deterministic error)
-and is raised like the local pool's. Progress advances per finished task through an accumulator.
+and is raised like the local pool's. A task's native thread pools get its ``spark.task.cpus`` cores
+(``thread_budget``). Progress advances per finished task through an accumulator.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from fm_assets.engine.pool import (
     execute_loaded,
     raise_failure,
 )
+from fm_assets.engine.thread_budget import apply_thread_budget
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +40,12 @@ class SparkUnitsError(RuntimeError):
 
 
 def _spark_task(key: str, broadcast: Any, done: Any, task: UnitTask) -> Outcome:
-    # executors keep their own environment (their credentials, paths): only the job crosses
+    # executors keep their own environment (their credentials, paths): only the job crosses. A task owns
+    # spark.task.cpus cores of its executor, whose other slots run other tasks' Python workers.
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    apply_thread_budget(context.cpus() if context is not None else 1)
     outcome = execute_loaded(key, lambda: broadcast.value, task, apply_env=False)
     done.add(1)
     return outcome
