@@ -40,13 +40,6 @@ class PipelineSettings(BaseModel):
         description="Bytes of text per land part file: the unit size of every later stage, so a few big files still "
         "spread over all workers",
     )
-    batch_units: int = Field(
-        default=64,
-        ge=1,
-        description="A batch is cut into at least this many units while they stay above 1 MiB: land's unit and part "
-        "sizes shrink below FM_LAND_UNIT_BYTES / FM_LAND_PART_BYTES for a batch under ~256 MB, so every worker of a "
-        "16-core host gets several units (even waves). A function of the batch's bytes, never of the worker count",
-    )
     pack_min_fragment: int = Field(
         default=1, description="Smallest piece of a long document used to fill a row gap"
     )

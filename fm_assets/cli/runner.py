@@ -17,7 +17,6 @@ from fm_assets.engine.landing import list_complete_batches, read_batch_manifest
 from fm_assets.engine.pool import resolve_workers, start_fork_server, start_workers, when_driver_waits
 from fm_assets.engine.store import ObjectStore
 from fm_assets.settings import Settings
-from fm_assets.stages.unit_sizes import unit_sizes
 
 
 def dagster_instance(settings: Settings) -> DagsterInstance:
@@ -56,7 +55,7 @@ def warm_unit_workers(settings: Settings, store: ObjectStore, batches: list[str]
     if settings.unit_executor != "local" or workers < 2:
         return False
     landed = (sum(int(f["bytes"]) for f in read_batch_manifest(store, batch).files) for batch in batches)
-    if not any(size > unit_sizes(size, settings).part_bytes for size in landed):
+    if not any(size > settings.land_part_bytes for size in landed):
         return False
     if workers not in _WARMED:
         _WARMED.add(workers)

@@ -1,9 +1,7 @@
 """land: copy raw files into the content-addressed store and parse them into document records.
 
 Landed files are grouped into work units of about ``land_unit_bytes`` (path order); output parts roll over
-every ``land_part_bytes`` of text, which sets the unit size of every later stage. Both shrink for a batch
-too small to fill ``batch_units`` units at those sizes (``unit_sizes``: at least ``MIN_RANGE_BYTES``), so that
-a 100 MB batch is 64 units, not 25 that leave most of a 16-core host idle in each stage's last wave. The raw bytes go to
+every ``land_part_bytes`` of text, which sets the unit size of every later stage. The raw bytes go to
 ``cas/<h[:2]>/<h>`` (write-once); a file whose bytes are already there (from this or an earlier batch) is
 recorded as an exact duplicate at ingest, after re-verifying the stored copy (a damaged one is replaced).
 Unparseable input (invalid UTF-8, truncated archives, malformed JSON, ...) is quarantined here. A record's own
@@ -47,8 +45,6 @@ from fm_assets.engine.landing import BatchManifest, read_batch_manifest
 from fm_assets.engine.schemas import make_doc_id
 from fm_assets.engine.stage import SideInputs, Stage, StageContext, UnitContext, UnitResult, WorkUnit
 from fm_assets.engine.store import ObjectStore
-from fm_assets.settings import PipelineSettings
-from fm_assets.stages.unit_sizes import MIN_UNIT_BYTES, UnitSizes, unit_sizes
 from fm_assets.transforms.readers import (
     DEFAULT_MAX_RECORD_BYTES,
     RawRecord,
@@ -69,38 +65,30 @@ from fm_assets.transforms.readers.provenance import LICENSE_CONFLICT, record_pro
 
 log = logging.getLogger(__name__)
 
-MIN_RANGE_BYTES = MIN_UNIT_BYTES  # a range below this saves less than its unit costs
-
-
-def batch_unit_sizes(manifest: BatchManifest, settings: PipelineSettings) -> UnitSizes:
-    """``unit_sizes`` of a landed batch (its document files: media files are media_land's)."""
-    claims = media_claims(entry["path"] for entry in manifest.files)
-    documents = sum(int(entry["bytes"]) for entry in manifest.files if entry["path"] not in claims)
-    return unit_sizes(documents, settings)
+# a range below this saves less than its unit costs (a task, a marker, its own output parts)
+MIN_RANGE_BYTES = 1 << 20
 
 
 class LandStage(Stage):
     name = "land"
     # v5: a big plain JSONL file is cut into line-aligned byte-range units (and any file above
-    # land_unit_bytes is a unit of its own), so unit ids and part files differ from v4's;
-    # v6: unit and part sizes shrink for a batch that would be fewer than batch_units units (unit_sizes)
-    code_version = "land-v6"
+    # land_unit_bytes is a unit of its own), so unit ids and part files differ from v4's
+    code_version = "land-v5"
     upstream = None
     description = "Raw files -> content-addressed store -> parsed document records (bad input quarantined)."
 
     def config(self, ctx: StageContext) -> dict[str, Any]:
-        sizes = batch_unit_sizes(ctx.side.data, ctx.settings)
         return {
             "rows_per_part": ctx.settings.land_rows_per_part,
-            "unit_bytes": sizes.unit_bytes,
-            "part_bytes": sizes.part_bytes,
+            "unit_bytes": ctx.settings.land_unit_bytes,
+            "part_bytes": ctx.settings.land_part_bytes,
         }
 
     def rows_per_file(self, ctx: StageContext) -> int | None:
         return ctx.settings.land_rows_per_part
 
     def bytes_per_file(self, ctx: StageContext) -> int | None:
-        return batch_unit_sizes(ctx.side.data, ctx.settings).part_bytes
+        return ctx.settings.land_part_bytes
 
     def side_inputs(self, ctx: StageContext) -> SideInputs:
         manifest = read_batch_manifest(ctx.store, ctx.batch)
@@ -113,15 +101,15 @@ class LandStage(Stage):
         return SideInputs(versions, replace(manifest, namespace=namespace.name or manifest.namespace))
 
     def plan(self, ctx: StageContext) -> list[WorkUnit]:
-        """Files in path order, grouped into units of about the batch's unit size (``unit_sizes``): the unit
-        count follows bytes, so 5,000 tiny files cost about what one file of the same bytes does. A bigger file
-        is a unit of its own (``g<n>``), or, plain JSONL, one unit per line-aligned range (``g<n>r<k>``)."""
+        """Files in path order, grouped into units of about ``land_unit_bytes``: the unit count follows bytes,
+        so 5,000 tiny files cost about what one file of the same bytes does. A bigger file is a unit of its
+        own (``g<n>``), or, plain JSONL, one unit per line-aligned range (``g<n>r<k>``)."""
         manifest: BatchManifest = ctx.side.data
         claims = media_claims(entry["path"] for entry in manifest.files)
-        unit_bytes = batch_unit_sizes(manifest, ctx.settings).unit_bytes
+        unit_bytes = ctx.settings.land_unit_bytes
         files = sorted(manifest.files, key=lambda f: f["path"])
         big = [entry for entry in files if entry["bytes"] > unit_bytes and entry["path"] not in claims]
-        ranges_of = dict(zip([entry["path"] for entry in big], scan_files(ctx, big, unit_bytes), strict=True))
+        ranges_of = dict(zip([entry["path"] for entry in big], scan_files(ctx, big), strict=True))
         units: list[WorkUnit] = []
         slot = 0  # a group, or one big file (all its ranges)
         group: list[str] = []
@@ -277,16 +265,14 @@ class LandStage(Stage):
         return records_in
 
 
-def scan_files(
-    ctx: StageContext, entries: list[dict[str, Any]], unit_bytes: int
-) -> list[tuple[LineRange, ...]]:
+def scan_files(ctx: StageContext, entries: list[dict[str, Any]]) -> list[tuple[LineRange, ...]]:
     """``line_ranges`` of each landed file in ``entries``, several at a time (hashlib releases the GIL)."""
     if not entries:
         return []
 
     def ranges(entry: dict[str, Any]) -> tuple[LineRange, ...]:
         raw_rel = layout.landed_file(ctx.batch, entry["path"])
-        return line_ranges(ctx.store, raw_rel, entry, unit_bytes)
+        return line_ranges(ctx.store, raw_rel, entry, ctx.settings.land_unit_bytes)
 
     with ThreadPoolExecutor(HASH_THREADS) as pool:
         return list(pool.map(ranges, entries))

@@ -4,8 +4,7 @@ Reads what ``transforms.readers.media_samples`` claims as media (files grouped b
 ``*.media.jsonl``). Groups are cut into units of about ``land_unit_bytes`` (a group never spans units). Each
 sample's raw media bytes go to ``cas/<h[:2]>/<h>`` (write-once, shared with text landing) and its record
 carries the CAS hash, the landed container (file, tar or JSONL) and index, batch, source, licence and
-namespace. The unit size shrinks for a smaller batch as land's does (``unit_sizes``: at least ``batch_units``
-units of at least 1 MiB). A sample without its media or its text, an unreadable caption or a broken tar is a reject with
+namespace. A sample without its media or its text, an unreadable caption or a broken tar is a reject with
 its reason; decoding the media is ``media_validate``'s job.
 """
 
@@ -24,7 +23,6 @@ from fm_assets.engine.hashing import sha256_file
 from fm_assets.engine.landing import BatchManifest, read_batch_manifest
 from fm_assets.engine.stage import SideInputs, Stage, StageContext, UnitContext, UnitResult, WorkUnit
 from fm_assets.stages.land import put_in_cas
-from fm_assets.stages.unit_sizes import unit_sizes
 from fm_assets.transforms.readers.media_samples import (
     MediaGroup,
     MediaItem,
@@ -34,7 +32,6 @@ from fm_assets.transforms.readers.media_samples import (
     iter_jsonl_samples,
     iter_tar_samples,
     jsonl_references,
-    media_claims,
     read_file_group,
 )
 from fm_assets.transforms.readers.media_types import MEDIA_SCHEMA, modality_of
@@ -58,25 +55,16 @@ def batch_media_groups(ctx: StageContext) -> list[MediaGroup]:
     return group_media(paths, refs)
 
 
-def media_unit_bytes(ctx: StageContext) -> int:
-    """The batch's media unit size: ``unit_sizes`` of the bytes media_land reads (media, companions, tars)."""
-    manifest: BatchManifest = ctx.side.data
-    claims = media_claims(entry["path"] for entry in manifest.files)
-    media_bytes = sum(int(entry["bytes"]) for entry in manifest.files if entry["path"] in claims)
-    return unit_sizes(media_bytes, ctx.settings).unit_bytes
-
-
 class MediaLandStage(Stage):
     name = "media_land"
-    # v5: bounded tar decoding, gzip tars keep their last sample, member checks; v6: clip_* columns;
-    # v7: the unit size shrinks for a batch of fewer than batch_units units (unit_sizes)
-    code_version = "media-land-v7"
+    # v5: bounded tar decoding, gzip tars keep their last sample, member checks; v6: clip_* columns
+    code_version = "media-land-v6"
     upstream = None
     description = "Media files, tars and media JSONL -> image/audio/video samples with their text; media bytes into the CAS."
     output_schema = MEDIA_SCHEMA
 
     def config(self, ctx: StageContext) -> dict[str, Any]:
-        return {"unit_bytes": media_unit_bytes(ctx), "rows_per_part": ctx.settings.land_rows_per_part}
+        return {"unit_bytes": ctx.settings.land_unit_bytes, "rows_per_part": ctx.settings.land_rows_per_part}
 
     def rows_per_file(self, ctx: StageContext) -> int | None:
         return ctx.settings.land_rows_per_part
@@ -93,14 +81,13 @@ class MediaLandStage(Stage):
     def plan(self, ctx: StageContext) -> list[WorkUnit]:
         manifest: BatchManifest = ctx.side.data
         sizes = {entry["path"]: entry["bytes"] for entry in manifest.files}
-        unit_bytes = media_unit_bytes(ctx)
         units: list[WorkUnit] = []
         group: list[str] = []
         group_bytes = 0
         for media_group in batch_media_groups(ctx):
             group += [layout.landed_file(ctx.batch, p) for p in media_group.paths]
             group_bytes += sum(sizes[p] for p in media_group.paths)
-            if group_bytes >= unit_bytes:
+            if group_bytes >= ctx.settings.land_unit_bytes:
                 units.append(WorkUnit(f"m{len(units):05d}", tuple(dict.fromkeys(group))))
                 group, group_bytes = [], 0
         if group:

@@ -91,8 +91,7 @@ def test_ranges_give_the_whole_file_read(tmp_path, source):
     store, batch = land_file(tmp_path, "root-split", source)
     split = run_land(store, batch, settings(land_unit_bytes=SMALL_UNITS))
     whole_store, whole_batch = land_file(tmp_path, "root-whole", source)
-    whole_settings = settings(land_unit_bytes=10 * source.stat().st_size, batch_units=1)
-    whole = run_land(whole_store, whole_batch, whole_settings)
+    whole = run_land(whole_store, whole_batch, settings(land_unit_bytes=10 * source.stat().st_size))
 
     ctx = StageContext(store, batch, settings(land_unit_bytes=SMALL_UNITS))
     units = land.STAGE.plan(replace(ctx, side=land.STAGE.side_inputs(ctx)))
@@ -128,42 +127,6 @@ def test_ranges_give_the_whole_file_read(tmp_path, source):
     split_counts, whole_counts = split.success.counts, whole.success.counts
     assert split_counts.records_in == whole_counts.records_in == len(non_blank)
     assert split.success.rejects_by_reason == whole.success.rejects_by_reason
-
-
-MB = 1_000_000
-
-
-@pytest.mark.parametrize(
-    ("batch_bytes", "unit_bytes", "part_bytes"),
-    [
-        (101 * MB, 1_578_125, 1_578_125),  # 64 units, not 13 of 8 MB / 26 parts of 4 MB
-        (30 * MB, land.MIN_RANGE_BYTES, land.MIN_RANGE_BYTES),  # units never below 1 MiB
-        (200_000, land.MIN_RANGE_BYTES, land.MIN_RANGE_BYTES),  # a small batch: one unit as before
-        (400 * MB, 6_250_000, 4 * MB),  # the part size is capped first
-        (10_000 * MB, 8 * MB, 4 * MB),  # a big batch has the settings' sizes
-    ],
-)
-def test_a_batch_is_cut_into_at_least_batch_units(batch_bytes: int, unit_bytes: int, part_bytes: int) -> None:
-    assert land.unit_sizes(batch_bytes, settings()) == land.UnitSizes(unit_bytes, part_bytes)
-
-
-def test_smaller_settings_are_kept() -> None:
-    assert land.unit_sizes(101 * MB, settings(land_unit_bytes=1, land_part_bytes=10)) == land.UnitSizes(1, 10)
-    assert land.unit_sizes(101 * MB, settings(batch_units=1)) == land.UnitSizes(8 * MB, 4 * MB)
-
-
-def test_a_mid_sized_file_spreads_with_the_default_settings(tmp_path, source):
-    """The 4.7 MB file is under one 8 MB unit; batch_units cuts it into ranges of at least 1 MiB, and the
-    records are those of the one-unit read."""
-    store, batch = land_file(tmp_path, "root", source)
-    spread = run_land(store, batch, settings())
-    one_store, one_batch = land_file(tmp_path, "root-one", source)
-    one = run_land(one_store, one_batch, settings(batch_units=1))
-    assert (len(one.success.units), len(one.success.parts)) == (1, 2)  # one 8 MB unit, 4 MB parts
-    # 5 ranges of ~1 MiB planned, the long record absorbed a cut: 4 units of one part each
-    assert len(spread.success.units) == len(spread.success.parts) == 4
-    doc_columns = ["doc_id", "record_index", "text"]
-    assert rows(store, spread.success.parts, doc_columns) == rows(one_store, one.success.parts, doc_columns)
 
 
 def test_one_and_two_workers_land_the_same_bytes(tmp_path, source):
