@@ -15,7 +15,9 @@ Per stage and worker count it reports (``stage_split``): wall (the materializati
 units were running), driver seconds (wall minus units wall: planning, prepare, upstream checks, complete,
 commit), unit seconds (the sum of every unit's own wall), units, where they ran, the serial fraction
 ``driver / (driver + unit seconds)`` and an Amdahl projection of the stage to 16 / 64 / 512 cores
-(``driver + unit seconds / n``, capped by the unit count). The run's own fixed cost (Dagster run set-up,
+(``driver + unit seconds / n``, capped by the unit count), and beside it ``scheduled_wall_s``: the units'
+measured seconds handed to n workers in waves, largest input first as the executor does (``unit_s_max`` is
+the slowest unit); the gap between the two is what uneven waves cost. The run's own fixed cost (Dagster run set-up,
 event writes, release, views: the run's wall minus its stages' walls) is reported as ``outside_stages_s``
 and counted as serial in the whole-run projection. A host without pyspark runs near_dedup in-process, as any
 host does while a batch plus its earlier batches stay under ``local_max_docs`` (the in-process path imports no
@@ -259,6 +261,18 @@ def amdahl(
     return driver + unit_seconds / max(1, min(cores, units)) + aux_s / max(1, min(cores, aux_units))
 
 
+def list_schedule(units: Sequence[tuple[int, float]], workers: int) -> float:
+    """Wall of ``units`` ((bytes read, seconds) each) on ``workers`` processes handed out as the executor does,
+    largest input first, each to the first worker free: the waves a stage's units really make, where
+    ``amdahl`` assumes they spread evenly."""
+    import heapq
+
+    free = [0.0] * max(1, workers)
+    for _, seconds in sorted(units, key=lambda unit: -unit[0]):
+        heapq.heapreplace(free, free[0] + seconds)
+    return max(free)
+
+
 def stage_split(root: Path, only: tuple[str, ...] = ()) -> dict[str, dict]:
     """Per stage (summed over batches, or over ``only``): wall, units wall, driver s, unit s, units, where,
     serial fraction, Amdahl projections, read from the refs and ``_SUCCESS.json`` the run wrote. Units of a
@@ -280,6 +294,7 @@ def stage_split(root: Path, only: tuple[str, ...] = ()) -> dict[str, dict]:
     split: dict[str, dict] = {}
     for stage in CHAIN_NAMES["text"]:
         row = {"wall_s": 0.0, "units_wall_s": 0.0, "driver_s": 0.0, "unit_s": 0.0, "units": 0, "where": set()}
+        row["unit_list"] = []
         row |= {"aux_unit_s": 0.0, "aux_units": 0, "check_wall_s": 0.0, "check_task_s": 0.0, "check_tasks": 0}
         for batch in batches:
             ref = read_ref(store, stage, batch)
@@ -299,6 +314,9 @@ def stage_split(root: Path, only: tuple[str, ...] = ()) -> dict[str, dict]:
             row["unit_s"] += float(success.cost.get("unit_seconds", 0.0))
             row["units"] += len(success.units)
             row["where"].add(success.cost.get("units_where", "?"))
+            for unit in success.units:
+                marker = store.read_json(layout.unit_marker(success.prefix, unit))
+                row["unit_list"].append((int(marker.get("bytes_read", 0)), float(marker["seconds"])))
             costs_rel = layout.check_costs(success.prefix)  # written when the checks were evaluated
             for cost in (store.read_json(costs_rel) if store.exists(costs_rel) else {}).values():
                 row["check_wall_s"] += float(cost["wall_seconds"])
@@ -310,6 +328,18 @@ def stage_split(root: Path, only: tuple[str, ...] = ()) -> dict[str, dict]:
         row["amdahl_wall_s"] = {
             n: round(
                 amdahl(row["driver_s"], row["unit_s"], row["units"], n, row["aux_unit_s"], row["aux_units"]),
+                3,
+            )
+            for n in CORES
+        }
+        unit_list = row.pop("unit_list")
+        row["unit_s_max"] = max((seconds for _, seconds in unit_list), default=0.0)
+        # as amdahl_wall_s, but the units in the waves they make on n workers (their measured seconds)
+        row["scheduled_wall_s"] = {
+            n: round(
+                row["driver_s"]
+                + list_schedule(unit_list, n)
+                + row["aux_unit_s"] / max(1, min(n, row["aux_units"])),
                 3,
             )
             for n in CORES
@@ -375,6 +405,10 @@ def run_projection(
         )
         for n in CORES
     }
+    scheduled = {
+        n: projected[n] - sum(row["amdahl_wall_s"][n] - row["scheduled_wall_s"][n] for row in split.values())
+        for n in CORES
+    }
     return {
         "outside_stages_s": round(outside, 3),
         "outside_stages_serial_s": round(serial_outside, 3),
@@ -386,6 +420,8 @@ def run_projection(
         "serial_fraction": round(driver / (driver + unit_s), 4) if driver + unit_s else None,
         "amdahl_wall_s": {n: round(t, 2) for n, t in projected.items()},
         "amdahl_speedup": {n: round(serial_total / t, 2) if t else None for n, t in projected.items()},
+        "scheduled_wall_s": {n: round(t, 2) for n, t in scheduled.items()},  # the stages' units in waves
+        "scheduled_speedup": {n: round(serial_total / t, 2) if t else None for n, t in scheduled.items()},
     }
 
 
