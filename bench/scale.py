@@ -295,6 +295,7 @@ def stage_split(root: Path, only: tuple[str, ...] = ()) -> dict[str, dict]:
     for stage in CHAIN_NAMES["text"]:
         row = {"wall_s": 0.0, "units_wall_s": 0.0, "driver_s": 0.0, "unit_s": 0.0, "units": 0, "where": set()}
         row["unit_list"] = []
+        row["unit_cpu_s"] = 0.0  # above unit_s: a unit's libraries ran threads (tokenizers, pyarrow)
         row |= {"aux_unit_s": 0.0, "aux_units": 0, "check_wall_s": 0.0, "check_task_s": 0.0, "check_tasks": 0}
         for batch in batches:
             ref = read_ref(store, stage, batch)
@@ -312,6 +313,7 @@ def stage_split(root: Path, only: tuple[str, ...] = ()) -> dict[str, dict]:
             row["units_wall_s"] += units_wall
             row["driver_s"] += max(0.0, wall - units_wall)
             row["unit_s"] += float(success.cost.get("unit_seconds", 0.0))
+            row["unit_cpu_s"] += float(success.cost.get("cpu_seconds", 0.0))
             row["units"] += len(success.units)
             row["where"].add(success.cost.get("units_where", "?"))
             for unit in success.units:
@@ -455,6 +457,7 @@ def workers_case(
     warm_docs, measured = (docs[-WARM_UP_DOCS:], docs[:-WARM_UP_DOCS]) if warm else ([], docs)
     few, many = counts
     walls: dict[int, list[float]] = {few: [], many: []}
+    cpus: dict[int, list[float]] = {few: [], many: []}
     splits: dict[int, dict] = {}
     timelines: dict[int, dict] = {}
     shards: dict[int, dict[str, str]] = {}
@@ -463,6 +466,7 @@ def workers_case(
             name = f"workers_{workers}_r{rep}"
             case = pipeline_case(workdir, name, measured, tokenizer, workers, warm_docs)
             walls[workers].append(case["wall_s"])
+            cpus[workers].append(case["cpu_s"])
             root = workdir / "roots" / name
             spread = spread_outside_stages(root, case["split"], workers)
             run = run_projection(case["wall_s"], case["split"], spread, workers)
@@ -483,6 +487,9 @@ def workers_case(
         "docs": len(measured),
         "cpus": os.cpu_count(),
         "wall_s": {w: [round(x, 2) for x in v] for w, v in walls.items()},
+        # the fm run process tree's CPU seconds: with 1 worker the units' libraries still run threads, so the
+        # 1-worker run is not one core's work (cpu_s / wall_s says how many it kept busy)
+        "cpu_s": {w: [round(x, 2) for x in v] for w, v in cpus.items()},
         f"speedup_{many}_vs_{few}": {
             "min": round(ratios[0], 3),
             "median": round(statistics.median(ratios), 3),

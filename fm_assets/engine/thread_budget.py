@@ -2,10 +2,11 @@
 
 The native libraries a unit calls size their thread pools to the whole host, not to the process: pyarrow
 (Parquet decoding, Arrow-to-pandas), the Rust tokenizers (rayon: gigatoken, fastokens, HF ``tokenizers``)
-and OpenMP/BLAS. With one worker per core each of N workers starts N threads, so N x N threads contend for N
-cores. On a 16-vCPU host the unit seconds grew from 1 to 16 workers by 180% (tokenize), 64% (validate) and
-51% (pack), where the pure-Python stages grew 9-12%. A pool worker therefore gets ``cores // workers``
-threads (at least 1); the process that runs units in-process keeps the libraries' defaults.
+and OpenMP/BLAS. With one worker per core, each of N workers would start N threads: N x N threads time-slicing
+N cores, each pool's threads descheduled in turn, their caches evicted by the other workers'. A pool worker
+therefore gets ``cores // workers`` threads (at least 1), as data loaders' workers commonly do; the process
+that runs units in-process (``workers=1``) keeps the libraries' defaults and so uses more than one core in
+the stages whose libraries run threads (tokenize: 1.2 cores on a 2-core host).
 
 A variable the user set explicitly in the environment is left as it is. Thread counts change no output: the
 libraries return the same ids and bytes whatever their parallelism.
