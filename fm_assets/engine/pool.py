@@ -24,7 +24,8 @@ Process model (chosen, not defaulted):
   registered with ``preload_in_workers`` before the first pool starts): they are imported once, in the
   fork server, and every worker forked from it starts with them, instead of each worker importing them
   on its first unit (seconds per worker, which made validate slower with more workers). The driver
-  itself never imports them.
+  itself never imports them. The server freezes what it imported (``fork_server_freeze``, last in the list),
+  so neither the workers' collections nor the server's exit walk that heap.
 * **native thread pools sized to the worker's share of the cores** (``thread_budget``): pyarrow, the Rust
   tokenizers and BLAS would each start one thread per host core in every worker.
 * **one task per unit** (units are thousands of records; the per-task cost is the pickled ``WorkUnit``
@@ -109,10 +110,16 @@ def preload_in_workers(modules: Sequence[str]) -> None:
     _WORKER_PRELOAD.update(modules)
 
 
-def preload_modules() -> list[str]:
-    """What the fork server imports: the pipeline modules this process has loaded and the registered ones."""
+# imported after everything else the fork server preloads: freezes it (see the module)
+FREEZE_PRELOADED = "fm_assets.engine.fork_server_freeze"
+
+
+def preload_modules(also: Sequence[str] = ()) -> list[str]:
+    """What the fork server imports, in order: the pipeline modules this process has loaded, the registered
+    ones and ``also``, then ``FREEZE_PRELOADED``."""
     loaded = {name for name in list(sys.modules) if name.startswith(PRELOAD_PREFIXES)}
-    return sorted(loaded | _WORKER_PRELOAD | set(UNIT_LIBRARIES))
+    modules = sorted((loaded | _WORKER_PRELOAD | set(UNIT_LIBRARIES)) - {FREEZE_PRELOADED})
+    return [*modules, *also, FREEZE_PRELOADED]
 
 
 def start_fork_server(also: Sequence[str] = ()) -> None:
@@ -121,7 +128,7 @@ def start_fork_server(also: Sequence[str] = ()) -> None:
     list is read here: the pipeline modules imported so far, the registered ones and ``also`` (modules this
     process has not imported yet); a no-op when the server already runs."""
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([*preload_modules(), *also])
+    context.set_forkserver_preload(preload_modules(also))
     multiprocessing.forkserver.ensure_running()  # returns once the server is spawned, not when it is ready
 
 
