@@ -34,6 +34,8 @@ export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD
 {
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1
   echo "cpus: $(nproc)"
+  # whether the vCPUs are cores or hardware threads (units of memory-bound stages slow down on shared cores)
+  lscpu 2>/dev/null | grep -E "^(Model name|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\)|L3 cache)"
   python3 -c "import sys, torch, torchvision; print(sys.version.split()[0], 'torch', torch.__version__, 'torchvision', torchvision.__version__)"
 } >"$OUT/env.txt" 2>&1
 cat "$OUT/env.txt" | tee -a "$log"

@@ -47,7 +47,7 @@ from dagster._core.storage.event_log.sqlite.sqlite_event_log import (
     SqliteEventLogStorageWatchdog,
 )
 from dagster.version import __version__ as DAGSTER_VERSION
-from sqlalchemy import create_engine, event
+from sqlalchemy import create_engine, event, inspect, text
 from sqlalchemy.engine import Connection, Engine
 from watchdog.events import FileSystemEvent, PatternMatchingEventHandler
 from watchdog.observers import Observer
@@ -57,6 +57,13 @@ def _fast_commits(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.close()
+
+
+def _stamped(conn: Connection) -> bool:
+    """Whether this database carries an alembic revision (Dagster stamps a shard after creating its tables)."""
+    if not inspect(conn).has_table("alembic_version"):
+        return False
+    return conn.execute(text("SELECT count(*) FROM alembic_version")).scalar_one() > 0
 
 
 class WalWatchdog(SqliteEventLogStorageWatchdog):
@@ -81,7 +88,27 @@ class LocalSqliteEventLogStorage(SqliteEventLogStorage):
 
     def __init__(self, base_dir: str, inst_data: Any = None) -> None:
         self._engines: dict[str, Engine] = {}
+        self._index_was_unstamped = False
         super().__init__(base_dir, inst_data)
+        self._finish_index_shard()
+
+    def _finish_index_shard(self) -> None:
+        """Complete an index shard whose creation was interrupted. Dagster creates it only when its file does
+        not exist, one table at a time and then the alembic stamp: a process killed in between (kill -9 early
+        in a root's first `fm run`) left a file with some tables and no stamp, which every later process took
+        as created and failed on ("requires the dynamic partitions table"). Unstamped here means exactly that
+        (a shard Dagster finished is stamped), so the missing tables are created, the shard is stamped at head
+        and the data migrations a new shard gets are applied."""
+        self._engine(INDEX_SHARD_NAME)  # its first use: _initdb creates the missing tables and stamps
+        if self._index_was_unstamped:
+            self.reindex_events()
+            self.reindex_assets()
+
+    def _initdb(self, engine: Engine, for_index_shard: bool = False) -> None:
+        if engine.url.database == self.path_for_shard(INDEX_SHARD_NAME):
+            with engine.connect() as conn:
+                self._index_was_unstamped = not _stamped(conn)
+        super()._initdb(engine, for_index_shard)
 
     @classmethod
     def from_config_value(cls, inst_data: Any, config_value: Any) -> LocalSqliteEventLogStorage:  # type: ignore[override]
