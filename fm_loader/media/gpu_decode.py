@@ -167,6 +167,11 @@ class CodecChoice:
     why_not: str = ""
 
 
+# (codec factory, device) pairs whose probe decoded: a loader chooses its decode mode and then builds its
+# decoder, and the second choice need not decode the probe JPEG again (failures are probed again)
+_PROBED_OK: set[tuple[Callable[[], JpegCodec | None], str]] = set()
+
+
 def choose_jpeg_codec(preference: str, device: torch.device) -> CodecChoice:
     """The first codec of ``preference`` that decodes a probe JPEG on ``device``: ``"auto"`` tries torchvision
     (nvJPEG on the SMs), then nvImageCodec; a name tries that codec alone."""
@@ -175,11 +180,14 @@ def choose_jpeg_codec(preference: str, device: torch.device) -> CodecChoice:
     names = ("torchvision", "nvimgcodec") if preference == "auto" else (preference,)
     reasons = []
     for name in names:
-        # looked up at call time: tests replace the factories
-        codec = nvimgcodec_codec() if name == "nvimgcodec" else jpeg_codec()
+        factory = nvimgcodec_codec if name == "nvimgcodec" else jpeg_codec  # at call time: tests replace them
+        codec = factory()
         package = "nvidia-nvimgcodec" if name == "nvimgcodec" else "torchvision"
+        if codec is not None and (factory, str(device)) in _PROBED_OK:
+            return CodecChoice(name, codec)
         why = f"{package} is not installed" if codec is None else _probe(codec, device)
         if why is None:
+            _PROBED_OK.add((factory, str(device)))
             return CodecChoice(name, codec)
         reasons.append(why)
     return CodecChoice(None, None, "; ".join(reasons))

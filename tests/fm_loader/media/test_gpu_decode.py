@@ -169,6 +169,22 @@ def test_bytes_mode_hands_out_the_checksummed_compressed_bytes(dataset) -> None:
     assert len(chunks) == 4 and all(c is None or len(c) > 8 for c in chunks)
 
 
+def test_a_codec_is_probed_once_per_device_then_trusted(monkeypatch) -> None:
+    probes: list[str] = []
+    real_probe = gpu_decode._probe
+
+    def counted(codec, device):
+        probes.append(str(device))
+        return real_probe(codec, device)
+
+    monkeypatch.setattr(gpu_decode, "_probe", counted)
+    monkeypatch.setattr(gpu_decode, "jpeg_codec", lambda: fake_codec([], set()))
+    cpu = torch.device("cpu")
+    assert gpu_decode.select_image_decode("auto", cpu) == "gpu"  # what a loader does first
+    assert gpu_decode.GpuImageDecoder(cpu).codec_name == "torchvision"  # then, for its first batch
+    assert probes == ["cpu"]
+
+
 def test_auto_prefers_torchvision_then_nvimgcodec(monkeypatch) -> None:
     cpu = torch.device("cpu")
     hardware, kernels = fake_codec([], set()), fake_codec([], set())
