@@ -487,9 +487,15 @@ def workers_case(
         "docs": len(measured),
         "cpus": os.cpu_count(),
         "wall_s": {w: [round(x, 2) for x in v] for w, v in walls.items()},
-        # the fm run process tree's CPU seconds: with 1 worker the units' libraries still run threads, so the
-        # 1-worker run is not one core's work (cpu_s / wall_s says how many it kept busy)
+        # CPU seconds of the fm run process and the children it reaped: the whole run with 1 worker (whose units'
+        # libraries still run threads: cpu_s / wall_s above 1 means the 1-worker run is not one core's work),
+        # but not the unit workers of a pool, which the fork server forks; their CPU is in unit_cpu_s
         "cpu_s": {w: [round(x, 2) for x in v] for w, v in cpus.items()},
+        # the units' own CPU seconds (their markers; the last rep), for any worker count
+        "unit_cpu_s": {
+            w: round(sum(row["unit_cpu_s"] for row in split["stages"].values()), 2)
+            for w, split in splits.items()
+        },
         f"speedup_{many}_vs_{few}": {
             "min": round(ratios[0], 3),
             "median": round(statistics.median(ratios), 3),
