@@ -2,7 +2,7 @@
 
 Usage: ``python bench/gpu_loader.py [--images 4096] [--long-side 1280] [--batch 64] [--steps 200]
 [--workers 0,4,8,15] [--gpu-decode-workers 4] [--gpu-codecs torchvision,nvimgcodec] [--rows 16384] [--seq-len 2048] [--text-batch 16]
-[--run-seconds S] [--skip-text]``;
+[--worker-nice 0,10] [--step-priority default,high] [--run-seconds S] [--skip-text]``;
 ``--smoke-cpu`` runs the same flow on the CPU with tiny models, images and step counts (a check of the code,
 not a measurement). Without CUDA (and without ``--smoke-cpu``) it prints ``{"skipped": "no CUDA: ..."}`` and
 exits 0.
@@ -26,6 +26,12 @@ which a small bench dataset pays far more often than a real one), and the loader
 >= 4,500 images/s target) and the mean GPU utilisation (``torch.cuda.utilization``, needs ``pynvml``; null without it). The first ``--warmup`` steps of
 every run are not timed; ``--run-seconds`` ends a timed run early (``steps_timed`` says how many). Shards are generated (JPEGs of mixed aspect ratios with a long side of
 ``--long-side`` px; random token rows) into a temp folder and read from page cache.
+
+Two knobs against the trainer losing its CPU or its SMs to the input path: ``--worker-nice`` runs every CPU
+decode run with workers once per value (``Loader(worker_nice=)``: the workers' CPU priority below the
+trainer's; runs with a non-zero value are named ``..._nice_<n>``), and ``--step-priority default,high`` runs
+every GPU decode run also with the training step on a CUDA stream of the highest priority (the loader's copy
+and decode stream has the lowest), named ``..._step_high``.
 """
 
 from __future__ import annotations
@@ -291,10 +297,17 @@ def loader_run(
     device: torch.device,
     max_seconds: float | None = None,
     slots: Callable[[dict[str, Any]], int] | None = None,
+    high_priority_step: bool = False,
 ) -> dict[str, Any]:
     """Train ``steps`` steps (or ``max_seconds``) fed by ``loader``. ``slots(batch)``: the units a full batch
     holds (images: the batch size); a bucket's last batch of an epoch is part padding, which the compute-only
-    rate (full synthetic batches) does not pay, so the step-rate comparison counts slots, not valid units."""
+    rate (full synthetic batches) does not pay, so the step-rate comparison counts slots, not valid units.
+    ``high_priority_step``: the steps (and the hand-over, which makes the current stream wait for each batch)
+    run on a CUDA stream of the highest priority."""
+    if high_priority_step and device.type == "cuda":
+        high = torch.cuda.Stream.priority_range()[1]  # pyright: ignore[reportCallIssue] - a staticmethod
+        with torch.cuda.stream(torch.cuda.Stream(device=device, priority=high)):
+            return loader_run(loader, step, units, steps, warmup, baseline_s, device, max_seconds, slots)
     loader.set_compute_baseline(baseline_s)
     it: Iterator[dict[str, Any]] = iter(loader)
     for _ in range(warmup):
@@ -388,6 +401,14 @@ def main() -> None:
         default=None,
         help="stop each timed run after this many seconds (fewer than --steps steps; reported as steps_timed)",
     )
+    parser.add_argument(
+        "--worker-nice", default="0", help="Loader(worker_nice=) values of the CPU decode runs with workers"
+    )
+    parser.add_argument(
+        "--step-priority",
+        default="default",
+        help="'default' and/or 'high': the CUDA stream priority of the training step in GPU decode runs",
+    )
     parser.add_argument("--skip-text", action="store_true", help="only the image-text model")
     parser.add_argument(
         "--smoke-cpu", action="store_true", help="tiny models and data on the CPU: checks the code"
@@ -441,20 +462,36 @@ def main() -> None:
         ]
         compute_rate, compute_s = synthetic_rate(step, synthetic, lambda b: len(b["images"]), args.steps)
         runs: dict[str, Any] = {}
-        configs = [(f"cpu_decode_workers_{n}", int(n), "cpu", "auto") for n in args.workers.split(",") if n]
+        nices = [int(k) for k in args.worker_nice.split(",") if k]
+        configs = [
+            (f"cpu_decode_workers_{n}" + (f"_nice_{k}" if k else ""), int(n), "cpu", "auto", k, False)
+            for n in args.workers.split(",")
+            if n
+            for k in (nices if int(n) > 0 else [0])
+        ]
         configs += [
-            (f"gpu_decode_{codec}_workers_{n}", int(n), "gpu", codec)
+            (
+                f"gpu_decode_{codec}_workers_{n}" + ("_step_high" if high else ""),
+                int(n),
+                "gpu",
+                codec,
+                0,
+                high,
+            )
             for codec in args.gpu_codecs.split(",")
             if codec
             for n in str(args.gpu_decode_workers).split(",")
+            for high in [p == "high" for p in args.step_priority.split(",") if p]
         ]
         image_epochs = epochs_for(args.steps + args.warmup, args.batch, args.images, slack=len(buckets))
-        for name, workers, decode, codec in configs:
+        for name, workers, decode, codec, nice, high in configs:
             if decode == "gpu" and device.type != "cuda":
                 runs[name] = {"skipped": "GPU decode needs CUDA"}
                 continue
 
-            def image_loader(workers: int = workers, decode: str = decode, codec: str = codec) -> Loader:
+            def image_loader(
+                workers: int = workers, decode: str = decode, codec: str = codec, nice: int = nice
+            ) -> Loader:
                 return Loader(
                     manifest,
                     args.batch,
@@ -466,6 +503,7 @@ def main() -> None:
                     image_decode=decode,
                     jpeg_codec=codec,
                     max_caption_tokens=4,
+                    worker_nice=nice,
                 )
 
             try:
@@ -484,6 +522,7 @@ def main() -> None:
                 device,
                 args.run_seconds,
                 slots=lambda b: len(b["valid"]),
+                high_priority_step=high,
             )
             # the step rate kept (batch slots/s against full synthetic batches): what input costs the trainer
             run["fraction_of_compute_only"] = round(run["slots_per_s"] / compute_rate, 4)

@@ -1,7 +1,7 @@
 """Do worker processes help? Text tokens/s and media images/s in process vs 1 and 2 workers; prints one JSON object.
 
 Usage: ``python bench/workers.py [--rows 8192] [--seq-len 2048] [--images 512] [--batch 32] [--workers 1,2]
-[--repeats 5] [--prefetch 2] [--skip-media]``.
+[--repeats 5] [--prefetch 2] [--skip-media] [--trainer-cpu-ms 0]``.
 
 For each kind, every configuration runs one epoch per round, rounds repeated ``--repeats`` times, and each
 configuration's steady-state rate (from the first batch received to the end of the epoch; the wait for the
@@ -9,7 +9,12 @@ first batch, worker start-up, is reported apart as ``first_batch_s_median``) is 
 round (so a burst of load on a shared machine hits both sides). Configurations: ``in_process`` (prefetch thread,
 ``num_workers=0``), and for each worker count the two hand-overs: ``shm`` (the shared-memory ring, the default)
 and ``pickle`` (torch's own queue: the hand-over before the ring). The trainer does nothing but touch each batch,
-so the numbers are the loader's throughput. Shards are generated (bench/loader.py's token rows; bench/
+so the numbers are the loader's throughput.
+
+``--trainer-cpu-ms N`` adds ``media_with_trainer``: a trainer whose step needs N ms of CPU (its thread spins
+on its own CPU time, as a GPU trainer's thread launches kernels and spin-waits on them) fed by the media
+loader, each worker count with the workers at each ``--worker-nice`` value (0: the trainer's priority; 10:
+below it), interleaved; ``fraction_of_compute_only`` is the step rate kept against the same spin alone. Shards are generated (bench/loader.py's token rows; bench/
 media_loader.py's JPEGs, 320 to 640 px long side, bucketed to ~256x256) and read from page cache.
 """
 
@@ -62,6 +67,62 @@ def epoch(source: str, batch: int, workers: int, handover: str, count_key: str) 
     return time.perf_counter() - first, count, first - t0
 
 
+def spin(seconds: float) -> None:
+    """Burn ``seconds`` of this thread's CPU time (wall time grows when the CPU is taken by others)."""
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+def trainer_epoch(
+    source: str, images: int, batch: int, workers: int, nice: int, cpu_s: float, steps: int
+) -> float:
+    """Steps per second of a trainer spinning ``cpu_s`` of CPU per batch, fed by a media loader (after the
+    first batch)."""
+    epochs = -(-(steps + 2) // max(1, images // batch - 8)) + 1  # every bucket's last batch may be short
+    with Loader(source, batch, seed=0, epochs=epochs, num_workers=workers, worker_nice=nice) as loader:
+        it = iter(loader)
+        next(it)
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            next(it)
+            spin(cpu_s)
+        seconds = time.perf_counter() - t0
+        close = getattr(it, "close", None)
+        if close is not None:
+            close()
+    return steps / seconds
+
+
+def with_trainer(
+    source: str,
+    images: int,
+    batch: int,
+    workers: list[int],
+    nices: list[int],
+    repeats: int,
+    cpu_ms: float,
+    steps: int,
+) -> dict[str, Any]:
+    kept: dict[str, list[float]] = {f"{n}_workers_nice_{k}": [] for n in workers for k in nices}
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            spin(cpu_ms / 1000)
+        alone = steps / (time.perf_counter() - t0)
+        for n in workers:
+            for k in nices:
+                kept[f"{n}_workers_nice_{k}"].append(
+                    trainer_epoch(source, images, batch, n, k, cpu_ms / 1000, steps) / alone
+                )
+    return {
+        "trainer_cpu_ms": cpu_ms,
+        "steps": steps,
+        "fraction_of_compute_only_median": {k: round(statistics.median(v), 3) for k, v in kept.items()},
+        "fraction_of_compute_only": {k: [round(x, 3) for x in v] for k, v in kept.items()},
+    }
+
+
 def measure(source: str, batch: int, workers: list[int], repeats: int, count_key: str) -> dict[str, Any]:
     configs = [("in_process", 0, "shm")] + [
         (f"{n}_workers_{h}", n, h) for n in workers for h in ("shm", "pickle")
@@ -107,6 +168,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--prefetch", type=int, default=2, help="Loader(prefetch=): per worker with workers")
     parser.add_argument("--skip-media", action="store_true")
+    parser.add_argument(
+        "--trainer-cpu-ms", type=float, default=0.0, help="add media_with_trainer (see above)"
+    )
+    parser.add_argument("--trainer-steps", type=int, default=60)
+    parser.add_argument("--worker-nice", default="0,10", help="media_with_trainer: the workers' nice values")
     args = parser.parse_args()
     PREFETCH[0] = args.prefetch
     workers = [int(w) for w in args.workers.split(",")]
@@ -136,6 +202,17 @@ def main() -> None:
                 "unit": "images",
                 **measure(str(media_manifest), args.batch, workers, args.repeats, "valid"),
             }
+            if args.trainer_cpu_ms > 0:
+                out["media_with_trainer"] = with_trainer(
+                    str(media_manifest),
+                    args.images,
+                    args.batch,
+                    workers,
+                    [int(k) for k in args.worker_nice.split(",")],
+                    args.repeats,
+                    args.trainer_cpu_ms,
+                    args.trainer_steps,
+                )
     out["load_avg_after"] = os.getloadavg()
     print(json.dumps(out, indent=1))
 

@@ -370,6 +370,7 @@ class Loader:
             prefetch=self.prefetch,
             shm=self.options.delivery.handover == "shm",
             slots=slots,
+            nice=self.options.delivery.worker_nice,
         )
 
     # -- reporting ---------------------------------------------------------------------------------------

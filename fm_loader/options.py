@@ -117,6 +117,11 @@ class DeliveryOptions:
         handover: How worker processes hand batches to this process: ``"shm"`` (default: a reused ring of
             shared-memory slots per worker) or ``"pickle"`` (torch's own queue, a fresh shared segment per
             tensor; kept for comparison).
+        worker_nice: How much lower than the trainer's the worker processes' CPU priority is (Unix nice
+            increment, 0-19; default 0: the same). A trainer's thread launches the GPU's kernels and spins while
+            it waits for them; when decode workers take its CPU the step slows, which no wait-time metric sees.
+            Lowered workers get what the trainer leaves: better where the workers have CPU to spare, worse
+            where they are the bottleneck (``bench/workers.py --trainer-cpu-ms``; docs/gpu.md).
     """
 
     device: str | torch.device | None = None
@@ -124,6 +129,7 @@ class DeliveryOptions:
     image_decode: str = "auto"
     jpeg_codec: str = "auto"
     handover: str = "shm"
+    worker_nice: int = 0
 
     def __post_init__(self) -> None:
         if self.device_prefetch < 1:
@@ -134,6 +140,8 @@ class DeliveryOptions:
             raise ValueError(f"jpeg_codec must be one of {JPEG_CODECS}, got {self.jpeg_codec!r}")
         if self.handover not in ("shm", "pickle"):
             raise ValueError(f"handover must be 'shm' or 'pickle', got {self.handover!r}")
+        if not 0 <= self.worker_nice <= 19:
+            raise ValueError(f"worker_nice must be between 0 and 19, got {self.worker_nice}")
 
 
 @dataclass(frozen=True)

@@ -2,12 +2,16 @@
 
 Worker ``w`` of ``n`` builds batches ``w, w + n, ...`` of the schedule with a loader rebuilt from the
 parent's configuration (no device, no workers of its own); the DataLoader's in-order round robin keeps the
-global order. Each batch's tensors come back through a reused ring of shared-memory slots
+global order. Workers may run at a lower CPU priority than the trainer (``worker_nice``), so that they get the
+CPU the trainer's thread leaves rather than slowing its step. Each batch's tensors come back through a reused ring of shared-memory slots
 (:mod:`fm_loader.handover`) rather than pickled, with the worker's build time and cache counters.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
+import os
 import time
 from collections.abc import Generator, Iterator
 from dataclasses import replace
@@ -19,16 +23,35 @@ from fm_loader.builders.base import Built, Step
 from fm_loader.handover import ShmReceiver, shm_handover_ring
 from fm_loader.metrics import cache_delta
 
+logger = logging.getLogger(__name__)
+
 _Item = tuple[Step, Built, dict[str, Any]]
 
 
+def lower_priority(nice: int, worker_id: int) -> None:
+    """A DataLoader ``worker_init_fn``: this worker process's CPU priority ``nice`` steps below its parent's."""
+    if nice <= 0:
+        return
+    try:
+        os.nice(nice)
+    except (AttributeError, OSError) as exc:  # no os.nice on Windows; a sandbox may refuse it
+        logger.info("fm_loader: worker %d keeps its CPU priority (%s)", worker_id, exc)
+
+
 def worker_items(
-    config: dict[str, Any], schedule: list[Step], num_workers: int, *, prefetch: int, shm: bool, slots: int
+    config: dict[str, Any],
+    schedule: list[Step],
+    num_workers: int,
+    *,
+    prefetch: int,
+    shm: bool,
+    slots: int,
+    nice: int = 0,
 ) -> Generator[_Item, None, None]:
     """(step, its batch, its build info) for every step of ``schedule``, in order, built by the workers.
 
     ``slots`` is how many of a worker's batches may be alive at once (queued, in flight to the device, held
-    by the trainer): the size of its shared-memory ring.
+    by the trainer): the size of its shared-memory ring. ``nice``: the workers' priority below this process's.
     """
     if not schedule:
         return
@@ -41,6 +64,7 @@ def worker_items(
         prefetch_factor=max(1, prefetch),
         persistent_workers=False,
         multiprocessing_context=context,
+        worker_init_fn=functools.partial(lower_priority, nice),
     )
     receiver = ShmReceiver(ring) if ring is not None else None
     it = iter(data)
