@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from contextlib import nullcontext
+from contextlib import ExitStack
 from typing import Any
 
-from dagster import DagsterInstance
+from dagster import AssetKey, DagsterInstance
 from rich.console import Console
 
 from fm_assets.cli.pipes import err
@@ -89,6 +89,8 @@ def run_batches(
     from fm_assets.defs.jobs import chain_asset_keys
     from fm_assets.stages.batch_chains import batch_chains
     from fm_assets.stages.names import ALL_STAGE_NAMES
+    from fm_assets.stages.tokenize import STAGE as TOKENIZE_STAGE
+    from fm_assets.stages.tokenize import choose_encoder_in_background
 
     console = console or err
     defs = build_definitions(settings)
@@ -111,12 +113,15 @@ def run_batches(
 
     job = defs.resolve_job_def("preprocess")
     failures: dict[str, str] = {}
-    # the release's libraries load while the preprocess run's driver waits on its unit workers
-    overlap = (
-        when_driver_waits(lambda: import_in_background(VIEW_LIBRARIES, VIEW_LIBRARIES_FIRST))
-        if release
-        else nullcontext()
-    )
+    # the release's libraries load, and tokenize's encoder is chosen, while the preprocess run's driver waits
+    # on its unit workers
+    overlap = ExitStack()
+    if release:
+        overlap.enter_context(
+            when_driver_waits(lambda: import_in_background(VIEW_LIBRARIES, VIEW_LIBRARIES_FIRST))
+        )
+    if any(AssetKey(TOKENIZE_STAGE.name) in keys for keys in selections.values()):
+        overlap.enter_context(when_driver_waits(lambda: choose_encoder_in_background(store)))
     steps = sum(
         len([k for k in keys if k.to_user_string() in ALL_STAGE_NAMES]) for keys in selections.values()
     )

@@ -14,6 +14,8 @@ unit with HF and fails on any difference.
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from collections import Counter
 from typing import Any
@@ -33,6 +35,8 @@ from fm_assets.side_inputs.tokenizer import PinnedTokenizer, TokenizerRegistry, 
 from fm_assets.transforms.tokens.encoder import EncoderChoice, HFEncoder, encoder_for
 from fm_assets.transforms.tokens.flat import Flat, append_token, doc, select_docs
 from fm_assets.transforms.tokens.schemas import PROVENANCE_FIELDS, TOKENS_SCHEMA, token_list_array
+
+log = logging.getLogger(__name__)
 
 ENCODE_BATCH_DOCS = 1024
 PROVENANCE_NAMES = [f.name for f in PROVENANCE_FIELDS]
@@ -168,6 +172,24 @@ def check_hf_reencode_sample(store: ObjectStore, success: StageSuccess, stage: A
         },
         "a deterministic sample of every unit re-encoded with HF tokenizers has exactly the stored ids",
     )
+
+
+def choose_encoder_in_background(store: ObjectStore) -> threading.Thread:
+    """Make this process's encoder choice for the pinned tokenizer (``encoder_for``, ~0.1-0.2 s of parsing
+    and self-test) on a daemon thread, so that tokenize's ``prepare`` finds it made: ``fm run`` starts it once
+    its driver waits on unit workers. Nothing pinned, or a pin that changes before tokenize runs, only means
+    ``prepare`` makes its own choice as before."""
+
+    def choose() -> None:
+        try:
+            pinned = pinned_tokenizer(store)
+            encoder_for(pinned.sha256, pinned.tokenizer)
+        except Exception as exc:  # tokenize's own prepare reports what is wrong
+            log.debug("encoder choice ahead of tokenize skipped: %s", exc)
+
+    thread = threading.Thread(target=choose, name="fm-encoder-choice", daemon=True)
+    thread.start()
+    return thread
 
 
 class TokenizeStage(Stage):

@@ -209,3 +209,38 @@ def test_every_eighth_unit_checks_its_longest_document(tmp_path, monkeypatch, te
     store, outcome = tokenize(tmp_path / "root", texts, tokenizer_file, workers=1)
     result = check_hf_reencode_sample(store, outcome.success, STAGE)
     assert result.metadata["mismatched_docs"] == 1  # unit 0 of 3 (every 8th from the first) has its longest
+
+
+def test_an_encoder_chosen_in_the_background_is_the_one_tokenize_uses(
+    tmp_path, monkeypatch, texts, tokenizer_file
+):
+    from fm_assets.transforms.tokens import encoder as encoder_module
+
+    built: list[str] = []
+
+    def counting_build(tokenizer: Tokenizer, *args: object) -> EncoderChoice:
+        built.append("build")
+        return build_encoder(tokenizer)
+
+    monkeypatch.setattr(encoder_module, "_CHOICES", {})
+    monkeypatch.setattr(encoder_module, "build_encoder", counting_build)
+    store = ObjectStore(str(tmp_path / "root"))
+    registry = TokenizerRegistry(store)
+    sha = registry.register_file(tokenizer_file)
+    registry.pin(sha, origin="test")
+    thread = tokenize_module.choose_encoder_in_background(store)
+    thread.join(timeout=60)
+    assert not thread.is_alive() and built == ["build"]
+    ahead = encoder_module._CHOICES[sha]
+    _, outcome = tokenize(tmp_path / "root", texts, tokenizer_file)  # pins the same file again
+    assert built == ["build"]  # prepare found the choice made: not built again
+    assert outcome.success.artifacts["encoder"]["backend"] == ahead.backend
+
+
+def test_without_a_pinned_tokenizer_the_background_choice_gives_up_quietly(tmp_path, monkeypatch) -> None:
+    from fm_assets.transforms.tokens import encoder as encoder_module
+
+    monkeypatch.setattr(encoder_module, "_CHOICES", {})
+    thread = tokenize_module.choose_encoder_in_background(ObjectStore(str(tmp_path / "empty")))
+    thread.join(timeout=60)
+    assert not thread.is_alive() and encoder_module._CHOICES == {}

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -151,14 +152,17 @@ def build_encoder(tokenizer: Tokenizer, preference: Sequence[str] = PREFERENCE) 
 
 
 _CHOICES: dict[str, EncoderChoice] = {}  # tokenizer.json sha256 -> this process's choice
+_CHOOSING = threading.Lock()  # a choice being made on another thread is waited for, not made twice
 
 
 def encoder_for(tokenizer_sha256: str, tokenizer: Tokenizer) -> EncoderChoice:
     """``build_encoder``'s choice for the tokenizer whose tokenizer.json has this sha256, chosen once per process:
-    the choice and its self-test cost ~0.1-0.2 s, which a run of many batches paid in every tokenize stage."""
-    choice = _CHOICES.get(tokenizer_sha256)
-    if choice is None:
-        choice = _CHOICES[tokenizer_sha256] = build_encoder(tokenizer)
+    the choice and its self-test cost ~0.1-0.2 s, which a run of many batches paid in every tokenize stage.
+    Thread-safe: ``fm run`` may make it on a background thread while the earlier stages' units run."""
+    with _CHOOSING:
+        choice = _CHOICES.get(tokenizer_sha256)
+        if choice is None:
+            choice = _CHOICES[tokenizer_sha256] = build_encoder(tokenizer)
     return choice
 
 
