@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every measurement that needs the GPU host (one CUDA GPU, 16 cores), in one pass of about 9 minutes: the GPU
+# Every measurement that needs the GPU host (one CUDA GPU, 16 cores), in one pass of at most 9 minutes: the GPU
 # tests, bench/gpu_loader.py (input stall on a real training step), bench/scale.py on 1 vs 16 workers (the
 # 101 MB held-out batch) and bench/workers.py (loader worker scaling). Each part has its own time limit and
 # writes under $OUT, so one part failing leaves the others' results.
@@ -15,8 +15,19 @@
 #   .dev/big.jsonl.xz         python bench/scale.py --large --export-corpus .dev/big.jsonl.xz
 #   .dev/work/tokenizer.json  the BPE scale.py trains on that corpus (so the host does not train it)
 # Settings (env): OUT (default /tmp/gpu-host), CORPUS, SCALE_WORKERS (default 1,16), GPU_RUN_SECONDS (6),
-# WORKER_COUNTS (1,4,8,15).
+# WORKER_COUNTS (1,4,8,15), BUDGET_S (540: the whole pass fits one device call of at most 600 s; each part's
+# time limit is cut to what is left, and a part with under 30 s left is skipped and says so).
 set -u
+BUDGET_S=${BUDGET_S:-540}
+part() {  # part SECONDS CMD...: CMD under its own limit, or what is left of the budget if less
+  local left=$((BUDGET_S - SECONDS)) own=$1
+  shift
+  if [ "$left" -lt 30 ]; then
+    echo "[$(date +%T)] skipped (${left} s of the ${BUDGET_S} s budget left): $*" >>"$OUT/log.txt"
+    return 124
+  fi
+  timeout "$((left < own ? left : own))" "$@"
+}
 OUT=${OUT:-/tmp/gpu-host}
 CORPUS=${CORPUS:-.dev/big.jsonl.xz}
 mkdir -p "$OUT"
@@ -41,7 +52,7 @@ export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD
 cat "$OUT/env.txt" | tee -a "$log"
 
 say "GPU tests"
-timeout 50 python3 -m pytest -q -p no:cacheprovider -o addopts="-ra" tests/fm_loader/test_device.py \
+part 50 python3 -m pytest -q -p no:cacheprovider -o addopts="-ra" tests/fm_loader/test_device.py \
   tests/fm_loader/test_device_loader.py tests/fm_loader/media/test_gpu_decode.py \
   tests/fm_loader/media/test_fit_batch.py tests/fm_loader/test_gpu_bench.py >"$OUT/gpu_tests.txt" 2>&1
 say "GPU tests rc=$?"
@@ -49,16 +60,16 @@ say "GPU tests rc=$?"
 say "bench/gpu_loader.py"
 # 0 and 4 CPU workers were measured on two hosts and are far from the target: the time goes to the knobs
 # that may close the last few percent (workers below the trainer's priority, the step on a high-priority stream)
-timeout 240 python3 bench/gpu_loader.py --run-seconds "${GPU_RUN_SECONDS:-6}" --workers 8,15 --worker-nice 0,10 \
+part 220 python3 bench/gpu_loader.py --run-seconds "${GPU_RUN_SECONDS:-6}" --workers 8,15 --worker-nice 0,10 \
   --gpu-codecs torchvision --step-priority default,high >"$OUT/gpu_loader.json" 2>>"$log"
 say "gpu_loader rc=$?"
 
 say "bench/scale.py --workers ${SCALE_WORKERS:-1,16}"
-timeout 170 python3 bench/scale.py --workers-only --corpus "$CORPUS" --workers "${SCALE_WORKERS:-1,16}" \
+part 170 python3 bench/scale.py --workers-only --corpus "$CORPUS" --workers "${SCALE_WORKERS:-1,16}" \
   --reps 1 --workdir .dev/work >"$OUT/scale.json" 2>>"$log"
 say "scale rc=$?"
 
 say "bench/workers.py --workers ${WORKER_COUNTS:-1,4,8,15}"
-timeout 120 python3 bench/workers.py --workers "${WORKER_COUNTS:-1,4,8,15}" --images 2048 --repeats 1 \
+part 120 python3 bench/workers.py --workers "${WORKER_COUNTS:-1,4,8,15}" --images 2048 --repeats 1 \
   >"$OUT/workers.json" 2>>"$log"
 say "workers rc=$?"
