@@ -2,9 +2,10 @@
 
 Worker ``w`` of ``n`` builds batches ``w, w + n, ...`` of the schedule with a loader rebuilt from the
 parent's configuration (no device, no workers of its own); the DataLoader's in-order round robin keeps the
-global order. Workers may run at a lower CPU priority than the trainer (``worker_nice``), so that they get the
-CPU the trainer's thread leaves rather than slowing its step. Each batch's tensors come back through a reused ring of shared-memory slots
-(:mod:`fm_loader.handover`) rather than pickled, with the worker's build time and cache counters.
+global order. Each batch's tensors come back through a reused ring of shared-memory slots
+(:mod:`fm_loader.handover`) rather than pickled, with the worker's build time and cache counters. Workers may
+run at a lower CPU priority than the trainer (``worker_nice``), so that they get the CPU the trainer's thread
+leaves rather than slowing its step.
 """
 
 from __future__ import annotations

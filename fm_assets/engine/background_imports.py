@@ -1,4 +1,5 @@
-"""Import modules on a daemon thread while the caller does other work.
+"""Import modules (or do other preparatory work, ``start_in_background``) on a daemon thread while the caller
+does other work.
 
 `fm run` runs the preprocess job and then the release job in one process. The release's libraries
 (pyiceberg, ~0.65 s to import) are imported lazily so that the code location and unit workers start light;
@@ -20,7 +21,7 @@ from __future__ import annotations
 import importlib
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,19 @@ def import_in_background(modules: Sequence[str], first_here: Sequence[str] = ())
             except Exception as exc:  # an optional library that is not installed: its user reports it
                 log.debug("background import of %s failed: %s", name, exc)
 
-    thread = threading.Thread(target=run, name="fm-background-imports", daemon=True)
+    return start_in_background("fm-background-imports", run)
+
+
+def start_in_background(name: str, work: Callable[[], object]) -> threading.Thread:
+    """Run ``work`` on a daemon thread named ``name``; a failure is logged (at debug) and not raised: what the
+    work prepares ahead is made again, and any error reported, where it is needed."""
+
+    def run() -> None:
+        try:
+            work()
+        except Exception as exc:
+            log.debug("%s: %s", name, exc)
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
     thread.start()
     return thread

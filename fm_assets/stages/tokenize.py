@@ -14,7 +14,6 @@ unit with HF and fails on any difference.
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections import Counter
@@ -26,6 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from fm_assets.engine import layout
+from fm_assets.engine.background_imports import start_in_background
 from fm_assets.engine.checks import CheckOutcome, StageCheck
 from fm_assets.engine.pool import map_on_workers
 from fm_assets.engine.records import StageSuccess, UnitMarker
@@ -35,8 +35,6 @@ from fm_assets.side_inputs.tokenizer import PinnedTokenizer, TokenizerRegistry, 
 from fm_assets.transforms.tokens.encoder import EncoderChoice, HFEncoder, encoder_for
 from fm_assets.transforms.tokens.flat import Flat, append_token, doc, select_docs
 from fm_assets.transforms.tokens.schemas import PROVENANCE_FIELDS, TOKENS_SCHEMA, token_list_array
-
-log = logging.getLogger(__name__)
 
 ENCODE_BATCH_DOCS = 1024
 PROVENANCE_NAMES = [f.name for f in PROVENANCE_FIELDS]
@@ -181,15 +179,10 @@ def choose_encoder_in_background(store: ObjectStore) -> threading.Thread:
     ``prepare`` makes its own choice as before."""
 
     def choose() -> None:
-        try:
-            pinned = pinned_tokenizer(store)
-            encoder_for(pinned.sha256, pinned.tokenizer)
-        except Exception as exc:  # tokenize's own prepare reports what is wrong
-            log.debug("encoder choice ahead of tokenize skipped: %s", exc)
+        pinned = pinned_tokenizer(store)
+        encoder_for(pinned.sha256, pinned.tokenizer)
 
-    thread = threading.Thread(target=choose, name="fm-encoder-choice", daemon=True)
-    thread.start()
-    return thread
+    return start_in_background("fm-encoder-choice", choose)
 
 
 class TokenizeStage(Stage):
