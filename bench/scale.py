@@ -254,11 +254,24 @@ def run_pipeline(root: Path, env: dict[str, str], *batches: str) -> dict:
 
 
 def amdahl(
-    driver: float, unit_seconds: float, units: int, cores: int, aux_s: float = 0.0, aux_units: int = 0
+    driver: float,
+    unit_seconds: float,
+    units: int,
+    cores: int,
+    aux_s: float = 0.0,
+    aux_units: int = 0,
+    spread_s: float = 0.0,
+    spread_tasks: int = 0,
 ) -> float:
     """Projected wall on ``cores``: the driver's seconds stay, unit seconds spread over min(cores, units), and
-    the units of the stage's auxiliary outputs (run before its own, e.g. near_dedup's signatures) likewise."""
-    return driver + unit_seconds / max(1, min(cores, units)) + aux_s / max(1, min(cores, aux_units))
+    the units of the stage's auxiliary outputs (run before its own, e.g. near_dedup's signatures) likewise, as
+    do the tasks its driver hands to ``pool.map_on_workers`` (``spread_s``: near_dedup's exact scoring)."""
+    return (
+        driver
+        + unit_seconds / max(1, min(cores, units))
+        + aux_s / max(1, min(cores, aux_units))
+        + spread_s / max(1, min(cores, spread_tasks))
+    )
 
 
 def list_schedule(units: Sequence[tuple[int, float]], workers: int) -> float:
@@ -277,7 +290,9 @@ def stage_split(root: Path, only: tuple[str, ...] = ()) -> dict[str, dict]:
     """Per stage (summed over batches, or over ``only``): wall, units wall, driver s, unit s, units, where,
     serial fraction, Amdahl projections, read from the refs and ``_SUCCESS.json`` the run wrote. Units of a
     stage's auxiliary outputs (``aux_outputs``: they run inside its wall) count as its ``aux_unit_s`` /
-    ``aux_units``, not as driver time."""
+    ``aux_units``, and the tasks its driver spread over the workers (``pool.map_on_workers``, metered in
+    ``_SUCCESS.json``'s ``driver_spread_*`` cost) as its ``spread_task_s`` / ``spread_tasks``: not as driver
+    time."""
     from fm_assets.engine import layout
     from fm_assets.engine.refs import read_ref, read_success
     from fm_assets.engine.store import ObjectStore
@@ -297,6 +312,7 @@ def stage_split(root: Path, only: tuple[str, ...] = ()) -> dict[str, dict]:
         row["unit_list"] = []
         row["unit_cpu_s"] = 0.0  # above unit_s: a unit's libraries ran threads (tokenizers, pyarrow)
         row |= {"aux_unit_s": 0.0, "aux_units": 0, "check_wall_s": 0.0, "check_task_s": 0.0, "check_tasks": 0}
+        row |= {"spread_task_s": 0.0, "spread_tasks": 0}
         for batch in batches:
             ref = read_ref(store, stage, batch)
             if ref is None:
@@ -309,9 +325,12 @@ def stage_split(root: Path, only: tuple[str, ...] = ()) -> dict[str, dict]:
                 units_wall += float(aux["cost"].get("units_wall_seconds", 0.0))
                 row["aux_unit_s"] += float(aux["cost"].get("unit_seconds", 0.0))
                 row["aux_units"] += len(aux["units"])
+            spread_wall = float(success.cost.get("driver_spread_wall_seconds", 0.0))
+            row["spread_task_s"] += float(success.cost.get("driver_spread_task_seconds", 0.0))
+            row["spread_tasks"] += int(success.cost.get("driver_spread_tasks", 0))
             row["wall_s"] += wall
             row["units_wall_s"] += units_wall
-            row["driver_s"] += max(0.0, wall - units_wall)
+            row["driver_s"] += max(0.0, wall - units_wall - spread_wall)
             row["unit_s"] += float(success.cost.get("unit_seconds", 0.0))
             row["unit_cpu_s"] += float(success.cost.get("cpu_seconds", 0.0))
             row["units"] += len(success.units)
@@ -324,12 +343,21 @@ def stage_split(root: Path, only: tuple[str, ...] = ()) -> dict[str, dict]:
                 row["check_wall_s"] += float(cost["wall_seconds"])
                 row["check_task_s"] += float(cost["task_seconds"])
                 row["check_tasks"] += int(cost["tasks"])
-        total = row["driver_s"] + row["unit_s"] + row["aux_unit_s"]
+        total = row["driver_s"] + row["unit_s"] + row["aux_unit_s"] + row["spread_task_s"]
         row["where"] = sorted(row["where"])
         row["serial_fraction"] = round(row["driver_s"] / total, 4) if total else None
         row["amdahl_wall_s"] = {
             n: round(
-                amdahl(row["driver_s"], row["unit_s"], row["units"], n, row["aux_unit_s"], row["aux_units"]),
+                amdahl(
+                    row["driver_s"],
+                    row["unit_s"],
+                    row["units"],
+                    n,
+                    row["aux_unit_s"],
+                    row["aux_units"],
+                    row["spread_task_s"],
+                    row["spread_tasks"],
+                ),
                 3,
             )
             for n in CORES
@@ -341,7 +369,8 @@ def stage_split(root: Path, only: tuple[str, ...] = ()) -> dict[str, dict]:
             n: round(
                 row["driver_s"]
                 + list_schedule(unit_list, n)
-                + row["aux_unit_s"] / max(1, min(n, row["aux_units"])),
+                + row["aux_unit_s"] / max(1, min(n, row["aux_units"]))
+                + row["spread_task_s"] / max(1, min(n, row["spread_tasks"])),
                 3,
             )
             for n in CORES
@@ -395,7 +424,7 @@ def run_projection(
         max(0.0, item["wall_s"] - item["task_s"] / max(1, min(workers, item["tasks"]))) for item in spread
     ]
     driver = serial_outside + sum(row["driver_s"] for row in split.values()) + sum(spread_driver)
-    unit_s = sum(row["unit_s"] + row["aux_unit_s"] for row in split.values()) + sum(
+    unit_s = sum(row["unit_s"] + row["aux_unit_s"] + row["spread_task_s"] for row in split.values()) + sum(
         i["task_s"] for i in spread
     )
     serial_total = driver + unit_s

@@ -534,20 +534,23 @@ def _running_pool_size(workers: int) -> int:
 @dataclass
 class SpreadCost:
     """What ``map_on_workers`` ran inside a ``metered_spread`` block: its tasks and their own seconds (each
-    task's wall where it ran: the work that spreads over workers, not the driver's waiting)."""
+    task's wall where it ran: the work that spreads over workers, not the driver's waiting), and the wall of
+    the calls (what the caller waited for them)."""
 
     tasks: int = 0
     task_seconds: float = 0.0
+    wall_seconds: float = 0.0
 
 
 _METERS: ContextVar[tuple[SpreadCost, ...]] = ContextVar("fm_spread_meters", default=())
 
 
 @contextlib.contextmanager
-def metered_spread() -> Iterator[SpreadCost]:
+def metered_spread(meter: SpreadCost | None = None) -> Iterator[SpreadCost]:
     """Count the tasks ``map_on_workers`` runs in this block (on the pool or in this process) and their
-    seconds: what a check or a release step spreads over the workers, as opposed to its own serial work."""
-    meter = SpreadCost()
+    seconds: what a check or a release step spreads over the workers, as opposed to its own serial work.
+    ``meter``: add to this one (several blocks, one count) instead of a new one."""
+    meter = meter if meter is not None else SpreadCost()
     token = _METERS.set((*_METERS.get(), meter))
     try:
         yield meter
@@ -560,11 +563,13 @@ def _timed(fn: Callable[[T], R], item: T) -> tuple[R, float]:
     return fn(item), time.perf_counter() - started
 
 
-def _metered(results: list[tuple[R, float]]) -> list[R]:
+def _metered(results: list[tuple[R, float]], started: float) -> list[R]:
     seconds = sum(took for _, took in results)
+    wall = time.perf_counter() - started
     for meter in _METERS.get():
         meter.tasks += len(results)
         meter.task_seconds += seconds
+        meter.wall_seconds += wall
     return [result for result, _ in results]
 
 
@@ -574,12 +579,13 @@ def map_on_workers(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
     exception is raised here after the calls already running have finished, the rest are cancelled. Each
     call's seconds go to the enclosing ``metered_spread`` blocks."""
     workers = _MAP_WORKERS.get()
+    started = time.perf_counter()
     if workers < 2 or len(items) < 2 or can_start_processes() is not None:
-        return _metered([_timed(fn, item) for item in items])
+        return _metered([_timed(fn, item) for item in items], started)
     with shared_pool(_running_pool_size(workers)) as pool:
         futures = [pool.executor.submit(_timed, fn, item) for item in items]
         try:
-            return _metered([future.result() for future in futures])
+            return _metered([future.result() for future in futures], started)
         except cf.process.BrokenProcessPool:
             pool.broken = True
             raise

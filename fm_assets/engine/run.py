@@ -37,11 +37,13 @@ from fm_assets.engine.integrity import (
     verify_inputs,
 )
 from fm_assets.engine.pool import (
+    SpreadCost,
     UnitFailedError,
     UnitTask,
     WorkerLostError,
     can_start_processes,
     dump_job,
+    metered_spread,
     preload_in_workers,
     resolve_workers,
     run_in_process,
@@ -148,6 +150,9 @@ class StageRun:
         self.upstream_bytes: dict[str, int] = {}  # size of each upstream file units read (largest_first)
         self.units_wall = 0.0  # wall seconds this run spent running units (the rest is the driver's)
         self.units_where = "in-process"  # where they ran: in-process, N worker processes, spark
+        # what the stage's own driver code (plan, prepare, complete) spread over the workers with
+        # pool.map_on_workers (near_dedup's exact scoring): parallel work, though inside the driver's wall
+        self.driver_spread = SpreadCost()
         self.upstream_label = upstream_label
         self.output_name = output_name
         self.key = stable_hash(
@@ -226,6 +231,16 @@ class StageRun:
         artifacts = on_complete(ordered) if on_complete else {}
         success = self._finalize(units, ordered, time.perf_counter() - started, computed, skipped, artifacts)
         return StageOutcome(self.prefix, self.key, success.data_version, False, success, computed, skipped)
+
+    def _driver_spread_cost(self) -> dict[str, float | int]:
+        spread = self.driver_spread
+        if not spread.tasks:
+            return {}
+        return {
+            "driver_spread_tasks": spread.tasks,
+            "driver_spread_task_seconds": round(spread.task_seconds, 4),
+            "driver_spread_wall_seconds": round(spread.wall_seconds, 4),
+        }
 
     def _run_units(
         self,
@@ -449,6 +464,7 @@ class StageRun:
                 "units_wall_seconds": round(self.units_wall, 4),
                 "unit_seconds": round(sum(m.seconds for m in ordered), 4),
                 "units_where": self.units_where,
+                **self._driver_spread_cost(),
             },
         )
         self.store.write_json(layout.success_marker(self.prefix), success.to_json())
@@ -595,12 +611,14 @@ def run_stage(stage: Stage, ctx: StageContext) -> StageOutcome:
     units = stage.plan(ctx)
     if upstream_success is not None:
         verify_upstream(run, ctx.store, upstream_success, units)
-    prepared = stage.prepare(ctx, units, run.prefix)
-    return run.execute(
-        units,
-        StageUnits(stage, ctx, prepared),
-        on_complete=lambda markers: stage.complete(ctx, prepared, run.prefix, markers),
-    )
+    with metered_spread(run.driver_spread):
+        prepared = stage.prepare(ctx, units, run.prefix)
+
+    def complete(markers: list[UnitMarker]) -> dict[str, Any]:
+        with metered_spread(run.driver_spread):
+            return stage.complete(ctx, prepared, run.prefix, markers)
+
+    return run.execute(units, StageUnits(stage, ctx, prepared), on_complete=complete)
 
 
 def stage_run_for(

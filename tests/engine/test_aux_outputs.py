@@ -123,6 +123,11 @@ def test_signature_units_on_two_workers_equal_one_worker_and_the_driver_path(
     ]  # the signatures' units are its cost
     aux_cpu = json.loads((sigs1 / layout.SUCCESS).read_text())["cost"]["cpu_seconds"]
     assert row["cpu_seconds"] == pytest.approx(one.success.cost["cpu_seconds"] + aux_cpu) and aux_cpu > 0
+    # the exact scoring's shingling tasks its driver handed to pool.map_on_workers are metered as such
+    for outcome in (one, two):
+        cost = outcome.success.cost
+        assert cost["driver_spread_tasks"] >= 1 and cost["driver_spread_task_seconds"] > 0
+        assert 0 < cost["driver_spread_wall_seconds"] < outcome.success.seconds
 
     # every signature computed in one process, as before the units: the same removals and index bytes
     kept = {

@@ -435,6 +435,8 @@ def test_map_on_workers_runs_on_the_pool_only_inside_spread_over_and_keeps_item_
 
 def test_metered_spread_counts_the_tasks_and_their_own_seconds_on_the_pool_and_in_process() -> None:
     map_on_workers(pid_after_sleeping, [0.01, 0.01])  # outside any meter: counted nowhere
+    with spread_over(2):
+        map_on_workers(pid_after_sleeping, [0.01, 0.01])  # the pool started, outside any meter
     with metered_spread() as outer:
         with spread_over(2), metered_spread() as on_pool:
             pids = map_on_workers(pid_after_sleeping, [0.1] * 4)
@@ -446,6 +448,13 @@ def test_metered_spread_counts_the_tasks_and_their_own_seconds_on_the_pool_and_i
     assert outer.tasks == 7 and outer.task_seconds == pytest.approx(
         on_pool.task_seconds + in_process.task_seconds
     )
+    # the wall the caller waited: 4 tasks of 0.1 s on 2 workers take about half their seconds
+    assert 0.2 <= on_pool.wall_seconds < on_pool.task_seconds
+    assert in_process.wall_seconds >= in_process.task_seconds
+    assert outer.wall_seconds == pytest.approx(on_pool.wall_seconds + in_process.wall_seconds)
+    with metered_spread(in_process) as again:  # a meter given back: the counts add up
+        map_on_workers(pid_after_sleeping, [0.01])
+    assert again is in_process and in_process.tasks == 4
 
 
 def test_start_workers_forks_the_pool_before_any_unit_and_the_units_reuse_it() -> None:
