@@ -347,7 +347,12 @@ class StageRun:
                 staging, unit.unit_id, self.output_schema, self.rows_per_file, self.bytes_per_file
             )
             result = process(unit, writer, self.prefix)
-            files = writer.close()
+            if not result.empty_part and writer.records_out:
+                raise StageContractError(
+                    f"{self.stage}[{self.batch}] unit {unit.unit_id}: wrote {writer.records_out} rows but "
+                    "said it writes none (UnitResult.empty_part=False)"
+                )
+            files = writer.close(empty_part=result.empty_part)
             hashes = {path.name: sha256_file(path) for path in files}
             records_out = writer.records_out if result.records_out is None else result.records_out
             if result.records_in != records_out + writer.records_rejected:

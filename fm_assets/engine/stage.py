@@ -60,6 +60,9 @@ class UnitResult:
     records_in: int = 0
     extra: dict[str, Any] = field(default_factory=dict)  # bytes, tokens, pii counts, ...
     records_out: int | None = None  # when output rows are not records (pack: documents in, rows out)
+    # False: the unit writes no rows by design (land's whole-file unit, which only copies a file into the
+    # CAS), so it commits no empty part and later stages get no unit for it
+    empty_part: bool = True
 
 
 @dataclass(frozen=True)

@@ -124,12 +124,15 @@ class UnitWriter:
             self._reject_writer.write_table(pa.Table.from_pylist(self._rejects, schema=REJECT_SCHEMA))
         self._rejects = []
 
-    def close(self) -> list[Path]:
+    def close(self, empty_part: bool = True) -> list[Path]:
+        """Finish the unit's files; ``empty_part=False``: a unit that wrote no rows commits no part."""
         self._flush_rows()
         if self._writer is not None:
             self._writer.close()
             self._writer = None
-        if not self.part_files:  # an empty unit still commits an (empty) part so downstream sees it
+        if (
+            not self.part_files and empty_part
+        ):  # an empty unit still commits an (empty) part so downstream sees it
             self._open_part()
             assert self._writer is not None
             self._writer.close()

@@ -22,9 +22,10 @@ manifest and the settings only, whatever the worker count. A range rides on ``Wo
 stays the file's real path, which the executor meters and records in the unit marker; a path with a range
 suffix would name no file); its unit reads its lines through the same line reader as the whole file,
 numbered from the range's place in the file, so records, rejects, doc ids and byte offsets are those of the
-whole-file read. The unit of the range at byte 0 rehashes the whole file and puts it into the CAS; every
-other one rehashes its own range. Bytes that changed after the plan fail the unit (``DamagedDataError``):
-a re-run plans the file whole and quarantines it once.
+whole-file read. Each range unit rehashes its own range; one more unit (``g<n>w``, span ``WholeFile``)
+rehashes the whole file and puts it into the CAS, beside the ranges rather than inside the first one (which
+then took three times as long as the others: on many workers the stage waited on it). Bytes that changed
+after the plan fail the unit (``DamagedDataError``): a re-run plans the file whole and quarantines it once.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import logging
 import math
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -69,11 +70,17 @@ log = logging.getLogger(__name__)
 MIN_RANGE_BYTES = 1 << 20
 
 
+@dataclass(frozen=True)
+class WholeFile:
+    """The span of a ranged file's own unit: verify the whole file and put it into the CAS (no records)."""
+
+
 class LandStage(Stage):
     name = "land"
     # v5: a big plain JSONL file is cut into line-aligned byte-range units (and any file above
-    # land_unit_bytes is a unit of its own), so unit ids and part files differ from v4's
-    code_version = "land-v5"
+    # land_unit_bytes is a unit of its own), so unit ids and part files differ from v4's; v6: a ranged file's
+    # CAS copy is a unit of its own (g<n>w), not part of its first range's
+    code_version = "land-v6"
     upstream = None
     description = "Raw files -> content-addressed store -> parsed document records (bad input quarantined)."
 
@@ -103,7 +110,8 @@ class LandStage(Stage):
     def plan(self, ctx: StageContext) -> list[WorkUnit]:
         """Files in path order, grouped into units of about ``land_unit_bytes``: the unit count follows bytes,
         so 5,000 tiny files cost about what one file of the same bytes does. A bigger file is a unit of its
-        own (``g<n>``), or, plain JSONL, one unit per line-aligned range (``g<n>r<k>``)."""
+        own (``g<n>``), or, plain JSONL, one unit per line-aligned range (``g<n>r<k>``) after
+        its whole-file unit (``g<n>w``: the CAS copy)."""
         manifest: BatchManifest = ctx.side.data
         claims = media_claims(entry["path"] for entry in manifest.files)
         unit_bytes = ctx.settings.land_unit_bytes
@@ -128,6 +136,8 @@ class LandStage(Stage):
                     slot += 1
                 ranges = ranges_of.get(entry["path"], ())
                 if len(ranges) > 1:
+                    # the whole-file unit first: it reads the most, so the pool starts it first
+                    units.append(WorkUnit(f"g{slot:05d}w", (raw_rel,), WholeFile()))
                     units.extend(
                         WorkUnit(f"g{slot:05d}r{k:03d}", (raw_rel,), span) for k, span in enumerate(ranges)
                     )
@@ -156,10 +166,13 @@ class LandStage(Stage):
             if entry["path"] in claims:  # read by media_land, not a document
                 media.append({"path": entry["path"], "as": claims[entry["path"]]})
                 continue
+            if isinstance(span, WholeFile):
+                self._store_whole(unit, raw_rel, entry, extra)
+                extra["files"] += 1  # a ranged file counts once, here
+                continue
             if isinstance(span, LineRange):
                 records_in += self._land_range(unit, raw_rel, entry, span, extra)
                 extra["bytes_in"] += span.end - span.start
-                extra["files"] += int(span.start == 0)  # a file counts once, in its first range
                 extra["line_range"] = {"file": entry["path"], "start": span.start, "end": span.end}
                 continue
             records_in += self._land_file(unit, raw_rel, entry, extra)
@@ -168,7 +181,7 @@ class LandStage(Stage):
         extra["media_files"] = len(media)
         if media:
             extra["media_claimed"] = media
-        return UnitResult(records_in=records_in, extra=extra)
+        return UnitResult(records_in=records_in, extra=extra, empty_part=not isinstance(span, WholeFile))
 
     def _land_file(
         self, unit: UnitContext, raw_rel: str, entry: dict[str, Any], extra: dict[str, Any]
@@ -191,24 +204,37 @@ class LandStage(Stage):
             self._store_in_cas(ctx, local, sha, extra)
             return self._emit(unit, entry, iter_raw_records(local))
 
+    @staticmethod
+    def _changed_after_plan(
+        unit: UnitContext, entry: dict[str, Any], where: str, actual: str, expected: str
+    ) -> DamagedDataError:
+        return DamagedDataError(
+            f"land[{unit.partition.batch}] unit {unit.unit.unit_id}: {entry['path']} {where} changed after the "
+            f"plan read them (sha256 {actual[:12]}, planned {expected[:12]}); run land again: a file that no "
+            "longer matches its manifest is then quarantined"
+        )
+
+    def _store_whole(
+        self, unit: UnitContext, raw_rel: str, entry: dict[str, Any], extra: dict[str, Any]
+    ) -> None:
+        """Verify a ranged file whole (the plan found it to be the manifest's) and put it into the CAS."""
+        ctx = unit.partition
+        with ctx.store.local_copy(raw_rel) as local:
+            actual = sha256_file(local)
+            if actual != entry["sha256"]:
+                raise self._changed_after_plan(unit, entry, "bytes", actual, entry["sha256"])
+            self._store_in_cas(ctx, local, entry["sha256"], extra)
+
     def _land_range(
         self, unit: UnitContext, raw_rel: str, entry: dict[str, Any], span: LineRange, extra: dict[str, Any]
     ) -> int:
-        """Parse one planned range of a file (the first range also stores the file); returns its records in."""
+        """Parse one planned range of a file; returns its records in."""
         ctx = unit.partition
         with ctx.store.local_copy(raw_rel) as local:
-            if span.start == 0:
-                expected, actual = entry["sha256"], sha256_file(local)
-            else:
-                expected, actual = span.sha256, range_sha256(local, span)
-            if actual != expected:  # the plan read verified bytes: these changed since
-                raise DamagedDataError(
-                    f"land[{ctx.batch}] unit {unit.unit.unit_id}: {entry['path']} bytes {span.start}-{span.end} "
-                    f"changed after the plan read them (sha256 {actual[:12]}, planned {expected[:12]}); "
-                    "run land again: a file that no longer matches its manifest is then quarantined"
-                )
-            if span.start == 0:
-                self._store_in_cas(ctx, local, entry["sha256"], extra)
+            actual = range_sha256(local, span)
+            if actual != span.sha256:  # the plan read verified bytes: these changed since
+                where = f"bytes {span.start}-{span.end}"
+                raise self._changed_after_plan(unit, entry, where, actual, span.sha256)
             items = iter_jsonl_range(
                 local, span, max_record_bytes=DEFAULT_MAX_RECORD_BYTES, text_field="text"
             )

@@ -117,6 +117,24 @@ def test_accounting_mismatch_fails_loudly(tmp_path):
         make_run(ObjectStore(str(tmp_path))).execute(UNITS[:1], leaky)
 
 
+def test_a_unit_without_rows_by_design_commits_no_part_and_may_not_write_rows(tmp_path):
+    store = ObjectStore(str(tmp_path))
+
+    def side_effect_only(unit, writer, prefix):
+        return UnitResult(records_in=0, empty_part=unit.unit_id == "u0")
+
+    outcome = make_run(store).execute(UNITS[:2], side_effect_only)
+    assert [p.rsplit("/", 1)[1] for p in outcome.success.parts] == ["part-u0.parquet"]  # u1: no empty part
+    assert len(outcome.success.units) == 2
+
+    def writes_anyway(unit, writer, prefix):
+        result = toy_process([])(unit, writer, prefix)
+        return UnitResult(records_in=result.records_in, empty_part=False)
+
+    with pytest.raises(StageContractError, match="writes none"):
+        make_run(ObjectStore(str(tmp_path / "other"))).execute(UNITS[:1], writes_anyway)
+
+
 def test_rejects_are_kept_with_reason(tmp_path):
     store = ObjectStore(str(tmp_path))
     outcome = make_run(store).execute(UNITS[:1], toy_process([]))

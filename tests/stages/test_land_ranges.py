@@ -96,6 +96,8 @@ def test_ranges_give_the_whole_file_read(tmp_path, source):
     ctx = StageContext(store, batch, settings(land_unit_bytes=SMALL_UNITS))
     units = land.STAGE.plan(replace(ctx, side=land.STAGE.side_inputs(ctx)))
     assert [unit.unit_id for unit in units] == split.success.units
+    whole_unit, *units = units  # the file's own unit (its CAS copy) first, then its ranges
+    assert isinstance(whole_unit.span, land.WholeFile) and whole_unit.unit_id.endswith("w")
     spans = [unit.span for unit in units]
     assert len(units) >= 2 and all(isinstance(span, LineRange) for span in spans)
     assert len(whole.success.units) == 1
@@ -154,6 +156,20 @@ def test_the_file_goes_into_the_cas_once(tmp_path, source):
         0,
         len(source.read_bytes()),
     )
+    # the copy is the whole-file unit's alone: no range unit reads the file whole
+    (whole,) = [u for u in outcome.success.units if u.endswith("w")]
+    marker = store.read_json(layout.unit_marker(outcome.success.prefix, whole))
+    assert (marker["records_in"], marker["parts"], marker["extra"]["files"]) == (
+        0,
+        [],
+        1,
+    )
+    ranges = [
+        store.read_json(layout.unit_marker(outcome.success.prefix, u))
+        for u in outcome.success.units
+        if u != whole
+    ]
+    assert all(m["extra"]["files"] == 0 and m["records_in"] > 0 for m in ranges)
 
 
 def damage(store: ObjectStore, batch: str, name: str, at: int) -> None:
