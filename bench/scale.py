@@ -12,8 +12,9 @@ Documents come from held-out Debian documentation packages (``HELD_OUT``: none o
 sample data, nobody tuned rules for them); ``--packages`` picks others.
 
 Per stage and worker count it reports (``stage_split``): wall (the materialization), units wall (the time
-units were running), driver seconds (wall minus units wall: planning, prepare, upstream checks, complete,
-commit), unit seconds (the sum of every unit's own wall), units, where they ran, the serial fraction
+units were running), driver seconds (wall minus units wall, and minus what the driver's own code spread over
+the workers, ``spread_task_s`` / ``spread_tasks``, such as near_dedup's exact scoring: planning, prepare,
+upstream checks, complete, commit), unit seconds (the sum of every unit's own wall), units, where they ran, the serial fraction
 ``driver / (driver + unit seconds)`` and an Amdahl projection of the stage to 16 / 64 / 512 cores
 (``driver + unit seconds / n``, capped by the unit count), and beside it ``scheduled_wall_s``: the units'
 measured seconds handed to n workers in waves, largest input first as the executor does (``unit_s_max`` is
