@@ -130,9 +130,8 @@ class UnitWriter:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
-        if (
-            not self.part_files and empty_part
-        ):  # an empty unit still commits an (empty) part so downstream sees it
+        # an empty unit still commits an (empty) part so downstream sees it, unless it writes no rows by design
+        if not self.part_files and empty_part:
             self._open_part()
             assert self._writer is not None
             self._writer.close()
