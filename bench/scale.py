@@ -276,9 +276,10 @@ def amdahl(
 
 
 def list_schedule(units: Sequence[tuple[int, float]], workers: int) -> float:
-    """Wall of ``units`` ((bytes read, seconds) each) on ``workers`` processes handed out as the executor does,
-    largest input first, each to the first worker free: the waves a stage's units really make, where
-    ``amdahl`` assumes they spread evenly."""
+    """Wall of ``units`` ((expected cost, seconds) each) on ``workers`` processes handed out as the executor
+    does, largest expected cost first (``run.largest_first``: bytes read plus a weight per row read), each to
+    the first worker free: the waves a stage's units really make, where ``amdahl`` assumes they spread
+    evenly."""
     import heapq
 
     free = [0.0] * max(1, workers)
@@ -296,6 +297,7 @@ def stage_split(root: Path, only: tuple[str, ...] = ()) -> dict[str, dict]:
     time."""
     from fm_assets.engine import layout
     from fm_assets.engine.refs import read_ref, read_success
+    from fm_assets.engine.run import ROW_WEIGHT_BYTES
     from fm_assets.engine.store import ObjectStore
     from fm_assets.stages.registry import CHAIN_NAMES
 
@@ -338,7 +340,10 @@ def stage_split(root: Path, only: tuple[str, ...] = ()) -> dict[str, dict]:
             row["where"].add(success.cost.get("units_where", "?"))
             for unit in success.units:
                 marker = store.read_json(layout.unit_marker(success.prefix, unit))
-                row["unit_list"].append((int(marker.get("bytes_read", 0)), float(marker["seconds"])))
+                # the executor's order: bytes read plus ROW_WEIGHT_BYTES a row read (rows known past land)
+                rows_read = int(marker.get("records_in", 0)) if stage != "land" else 0
+                expected = int(marker.get("bytes_read", 0)) + ROW_WEIGHT_BYTES * rows_read
+                row["unit_list"].append((expected, float(marker["seconds"])))
             costs_rel = layout.check_costs(success.prefix)  # written when the checks were evaluated
             for cost in (store.read_json(costs_rel) if store.exists(costs_rel) else {}).values():
                 row["check_wall_s"] += float(cost["wall_seconds"])

@@ -85,12 +85,15 @@ def damage_message(damage: list[Damage], reader: str | None = None) -> str:
 def describe_output(
     store: ObjectStore, prefix: str, markers: Iterable[UnitMarker]
 ) -> dict[str, dict[str, Any]]:
-    """``{name under prefix: {"sha256", "bytes"}}`` for every file of the output folder but ``_SUCCESS.json``.
+    """``{name under prefix: {"sha256", "bytes"}}`` for every file of the output folder but ``_SUCCESS.json``,
+    and ``"rows"`` for the part files whose marker recorded them.
 
     Unit files take the sha256 their marker recorded (no second read); other files (unit markers,
     ``complete()`` artifacts) are hashed here.
     """
+    markers = list(markers)
     known = {name: sha for marker in markers for name, sha in marker.files.items()}
+    rows = {name: n for marker in markers for name, n in zip(marker.parts, marker.part_rows, strict=False)}
     sizes = {name: size for name, size in store.sizes_under(prefix).items() if not _is_marker(name)}
     todo = [name for name in sizes if name not in known and name != layout.SUCCESS]
     with ThreadPoolExecutor(HASH_THREADS) as pool:
@@ -102,6 +105,8 @@ def describe_output(
         if name == layout.SUCCESS:
             continue
         files[name] = {"sha256": known.get(name) or hashed[name], "bytes": size}
+        if name in rows:
+            files[name]["rows"] = rows[name]
     return files
 
 

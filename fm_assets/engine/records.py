@@ -48,6 +48,9 @@ class UnitMarker:
     # while it ran the unit, and bytes of the files it read
     cpu_seconds: float = 0.0
     bytes_read: int = 0
+    # rows of each part file, in ``parts`` order (markers written before it was recorded load as []): what
+    # the next stage's executor weighs its units by, with their bytes (run.largest_first)
+    part_rows: list[int] = field(default_factory=list)
 
     @property
     def counts(self) -> Counts:

@@ -40,6 +40,7 @@ class UnitWriter:
         self._bytes_in_file = 0
         self._pending_bytes = 0
         self.part_files: list[Path] = []
+        self.part_rows: list[int] = []  # rows written to each part file, in part_files order
         self._writer: pq.ParquetWriter | None = None
         self._rows_in_file = 0
         self._pending: list[dict[str, Any]] = []
@@ -57,6 +58,7 @@ class UnitWriter:
         name = layout.part_name(self.unit_id, index if rolls else None)
         path = self.staging / name
         self.part_files.append(path)
+        self.part_rows.append(0)
         self._writer = pq.ParquetWriter(path, self.schema, **PARQUET_OPTIONS)
         self._rows_in_file = 0
         self._bytes_in_file = 0
@@ -71,6 +73,7 @@ class UnitWriter:
             pa.Table.from_pylist(self._pending, schema=self.schema), PARQUET_ROWS_PER_GROUP
         )
         self._rows_in_file += len(self._pending)
+        self.part_rows[-1] += len(self._pending)
         self._bytes_in_file += self._pending_bytes
         self._pending = []
         self._pending_bytes = 0
@@ -98,6 +101,7 @@ class UnitWriter:
             self._open_part()
         assert self._writer is not None
         self._writer.write_table(table.cast(self.schema), PARQUET_ROWS_PER_GROUP)
+        self.part_rows[-1] += table.num_rows
         self.records_out += table.num_rows
 
     def add_file(self, name: str, data: bytes) -> None:

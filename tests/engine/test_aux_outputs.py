@@ -127,7 +127,7 @@ def test_signature_units_on_two_workers_equal_one_worker_and_the_driver_path(
     for outcome in (one, two):
         cost = outcome.success.cost
         assert cost["driver_spread_tasks"] >= 1 and cost["driver_spread_task_seconds"] > 0
-        assert 0 < cost["driver_spread_wall_seconds"] < outcome.success.seconds
+        assert cost["driver_spread_wall_seconds"] > 0  # in prepare(), before the units: not within seconds
 
     # every signature computed in one process, as before the units: the same removals and index bytes
     kept = {

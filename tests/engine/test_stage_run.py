@@ -135,6 +135,21 @@ def test_a_unit_without_rows_by_design_commits_no_part_and_may_not_write_rows(tm
         make_run(ObjectStore(str(tmp_path / "other"))).execute(UNITS[:1], writes_anyway)
 
 
+def test_part_rows_reach_the_success_files_and_the_next_stage_s_unit_order(tmp_path):
+    from fm_assets.engine.run import units_read
+
+    store = ObjectStore(str(tmp_path))
+    outcome = make_run(store).execute(UNITS, toy_process([]))
+    parts = {p.rsplit("/", 1)[1]: p for p in outcome.success.parts}
+    assert {name: outcome.success.files[name]["rows"] for name in parts} == {name: 6 for name in parts}
+    assert all("rows" not in entry for name, entry in outcome.success.files.items() if name not in parts)
+    downstream = make_run(store, stage="next", input_versions={"toy": outcome.data_version})
+    units_read(
+        downstream, store, outcome.success, [WorkUnit(f"n{i}", (p,)) for i, p in enumerate(parts.values())]
+    )
+    assert downstream.upstream_rows == {p: 6 for p in parts.values()}
+
+
 def test_rejects_are_kept_with_reason(tmp_path):
     store = ObjectStore(str(tmp_path))
     outcome = make_run(store).execute(UNITS[:1], toy_process([]))

@@ -491,6 +491,25 @@ def test_largest_units_go_to_the_pool_first_and_ties_keep_unit_order() -> None:
         "u0",
         "u6",
     ]
+    # rows weigh in where they are known: 25 rows of p0 (100 + 25 x 400 bytes) outweigh p1's 4,000 bytes
+    from fm_assets.engine.run import ROW_WEIGHT_BYTES
+
+    rows = {"p0": 25, "p1": 1, "p2": 1}
+    assert 100 + 25 * ROW_WEIGHT_BYTES > 4_000 + ROW_WEIGHT_BYTES
+    assert [task.unit.unit_id for task in largest_first(tasks, sizes, rows)][:4] == ["u5", "u0", "u1", "u2"]
+
+
+def test_the_unit_writer_counts_the_rows_of_each_part(tmp_path) -> None:
+    import pyarrow.parquet as pq
+
+    from fm_assets.engine.unit_writer import UnitWriter
+
+    writer = UnitWriter(tmp_path, "u0", pa.schema([("text", pa.string())]), rows_per_file=3)
+    for i in range(7):
+        writer.write({"text": f"row {i}"})
+    writer.close()
+    assert writer.part_rows == [3, 3, 1]
+    assert [pq.read_metadata(path).num_rows for path in writer.part_files] == writer.part_rows
 
 
 def test_map_on_workers_reuses_a_smaller_running_pool_instead_of_forking_another() -> None:
