@@ -141,6 +141,7 @@ LANCE_SCHEMA = pa.schema(
         pa.field("pii_flags", pa.string()),
     ]
 )
+_STATS_SCHEMA = LANCE_SCHEMA.remove(LANCE_SCHEMA.get_field_index("n_tokens"))  # what a part's stats hold
 LANCE_LAYOUT = "documents-v1"  # the rows' format in the Lance dataset: a change rewrites it whole once
 
 
@@ -472,15 +473,24 @@ def document_stats(task: tuple[ObjectStore, str]) -> pa.Table:
 
 
 def iter_document_rows(store: ObjectStore, batches: list[str]) -> Iterator[pa.RecordBatch]:
-    """Per-document stats for ``batches``, joined with token counts, as LANCE_SCHEMA record batches (each
-    batch's parts read on the worker pool inside ``pool.spread_over``)."""
+    """Per-document stats for ``batches``, with their token counts, as LANCE_SCHEMA record batches (each
+    batch's parts read on the worker pool inside ``pool.spread_over``), in part and row order."""
     for batch in batches:
         tokens = _tokens_by_doc(store, batch)  # two narrow columns: O(documents in one batch)
         parts = read_success(store, SOURCE_STAGE, batch).parts
-        for docs in map_on_workers(document_stats, [(store, part) for part in parts]):
-            if docs.num_rows:
-                joined = docs.join(tokens, keys="doc_id", join_type="left outer")
-                yield from joined.select(LANCE_SCHEMA.names).cast(LANCE_SCHEMA).to_batches()
+        found = [
+            d.select(_STATS_SCHEMA.names).cast(_STATS_SCHEMA)
+            for d in map_on_workers(document_stats, [(store, part) for part in parts])
+            if d.num_rows
+        ]
+        if not found:
+            continue
+        docs = pa.concat_tables(found)
+        # one lookup for the whole batch: a hash join per part rebuilt the batch's token table each time
+        # (0.16 s of the driver on a 300 MB batch) and did not keep the rows' order
+        where = pc.index_in(docs.column("doc_id"), value_set=tokens.column("doc_id"))
+        docs = docs.append_column("n_tokens", tokens.column("n_tokens").take(where))
+        yield from docs.select(LANCE_SCHEMA.names).cast(LANCE_SCHEMA).to_batches()
 
 
 def write_documents_lance_namespaces(

@@ -20,7 +20,8 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -94,21 +95,29 @@ def write_part(folder: Path, part: int, table: pa.Table) -> None:
     os.replace(temp, target)
 
 
-def _write_arrow_parts(table: pa.Table, path: Path, partitions: int, key: str, order: list[str]) -> int:
-    """The in-process twin of ``index_spark.write_deterministic``: same parts, same row order, same files."""
-    path.mkdir(parents=True, exist_ok=True)
-    parts = part_of(table.column(key), partitions)
-    with_part = table.append_column(PART_COLUMN, pa.array(parts, pa.int32()))
-    ordered = with_part.take(pc.sort_indices(with_part, [(c, "ascending") for c in [PART_COLUMN, *order]]))
-    parts_sorted = np.asarray(ordered.column(PART_COLUMN))
-    rows = ordered.drop_columns([PART_COLUMN])
-    bounds = np.searchsorted(parts_sorted, np.arange(partitions + 1))
-    for part in range(partitions):
-        begin, end = int(bounds[part]), int(bounds[part + 1])
-        # as the Spark writer does: an empty part is the schema's empty table, a full one a single chunk
-        chunk = rows.schema.empty_table() if end == begin else rows.slice(begin, end - begin).combine_chunks()
-        write_part(path, part, chunk)
-    return table.num_rows
+def _doc_ranks(doc_ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Each row's place in ``doc_id`` order (Arrow's string order, which is Spark's): the ids are unique, so
+    sorting by rank is sorting by id, and integer ranks sort in numpy many times faster than strings in a
+    multi-column Arrow sort (on a 30k-document batch the index went 0.30 -> ~0.1 s of the driver)."""
+    ranks = np.empty(len(doc_ids), dtype=np.int64)
+    ranks[np.asarray(pc.sort_indices(doc_ids))] = np.arange(len(doc_ids), dtype=np.int64)
+    return ranks
+
+
+def _sorted_parts(
+    table: pa.Table, partitions: int, parts: np.ndarray, order: Sequence[np.ndarray]
+) -> list[pa.Table]:
+    """The in-process twin of ``index_spark.write_deterministic``'s shuffle: ``table``'s rows cut into
+    ``partitions`` parts (``parts``: each row's part) and sorted inside each by ``order`` (keys, most
+    significant first, together unique). An empty part is the schema's empty table, a full one a single
+    chunk, as the Spark writer writes them."""
+    rows = np.lexsort((*reversed(order), parts))
+    ordered = table.take(pa.array(rows))
+    bounds = np.searchsorted(parts[rows], np.arange(partitions + 1))
+    return [
+        table.schema.empty_table() if end == begin else ordered.slice(begin, end - begin).combine_chunks()
+        for begin, end in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)
+    ]
 
 
 def publish(out: Path, config: NearDedupConfig, fill: Callable[[Path], int]) -> int:
@@ -143,19 +152,40 @@ def write_index_arrow(kept: pa.Table, out: Path, config: NearDedupConfig) -> int
     byte-identical to ``index_spark.write_index`` on the same rows."""
 
     def fill(scratch: Path) -> int:
+        partitions = config.index_partitions
         band, band_hash, parent = explode_bands(kept.column("bands"))
+        doc_ids = kept.column("doc_id")
+        ranks = _doc_ranks(doc_ids)
         band_rows = pa.table(
-            {
-                "band": pa.array(band),
-                "band_hash": pa.array(band_hash),
-                "doc_id": kept.column("doc_id").take(parent),
-            }
+            {"band": pa.array(band), "band_hash": pa.array(band_hash), "doc_id": doc_ids.take(parent)}
         ).cast(BANDS_ARROW_SCHEMA)
-        _write_arrow_parts(band_rows, scratch / "bands", config.index_partitions, "band_hash", BANDS_ORDER)
         signatures = kept.select(SIGS_ARROW_SCHEMA.names).cast(SIGS_ARROW_SCHEMA)
-        return _write_arrow_parts(
-            signatures, scratch / "signatures", config.index_partitions, "doc_id", SIGS_ORDER
-        )
+        files = {
+            "bands": _sorted_parts(
+                band_rows,
+                partitions,
+                part_of(band_rows.column("band_hash"), partitions),
+                (band, band_hash, ranks[parent]),  # BANDS_ORDER
+            ),
+            "signatures": _sorted_parts(
+                signatures,
+                partitions,
+                part_of(doc_ids, partitions),
+                (ranks,),  # SIGS_ORDER
+            ),
+        }
+        for folder in files:
+            (scratch / folder).mkdir(parents=True, exist_ok=True)
+        # parquet encoding and zstd release the GIL: the files are written side by side
+        with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
+            written = [
+                pool.submit(write_part, scratch / folder, part, table)
+                for folder, tables in files.items()
+                for part, table in enumerate(tables)
+            ]
+            for future in written:
+                future.result()
+        return kept.num_rows
 
     return publish(out, config, fill)
 
