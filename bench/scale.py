@@ -139,9 +139,9 @@ def train_tokenizer(workdir: Path, docs: list[dict]) -> Path:
 
 
 def optional_parts(docs: int = 0) -> tuple[dict[str, str], list[str]]:
-    """Settings that skip what this host cannot run in a root of at most ``docs`` documents (all batches):
-    without pyspark, near_dedup only where a batch plus its earlier batches can reach ``local_max_docs``
-    (its Spark path); without lance, the Lance views."""
+    """Settings for what this host lacks, in a root of at most ``docs`` documents (all batches): without
+    pyspark, near_dedup's in-process limit raised above ``docs`` where a batch plus its earlier batches could
+    reach ``local_max_docs`` (its Spark path); without lance, the Lance views skipped."""
     from fm_assets.transforms.dedup.near_dup.config import NearDedupConfig
 
     env: dict[str, str] = {}
@@ -149,10 +149,12 @@ def optional_parts(docs: int = 0) -> tuple[dict[str, str], list[str]]:
     if importlib.util.find_spec("pyspark") is None:
         limit = NearDedupConfig().local_max_docs
         if docs >= limit:
-            env["FM_NEAR_DEDUP"] = "false"
+            # where near_dedup runs, not what it writes: in process it needs no pyspark (and no JVM)
+            env["FM_NEAR_DEDUP_LOCAL_MAX_DOCS"] = str(docs + 1)
             notes.append(
                 f"pyspark is not installed and a root holds {docs} >= local_max_docs ({limit}) documents: "
-                "near_dedup ran as a pass-through there (not measured)"
+                f"near_dedup ran in-process (FM_NEAR_DEDUP_LOCAL_MAX_DOCS={docs + 1}), where a host with "
+                "Spark may run it on Spark"
             )
         else:
             notes.append(

@@ -67,6 +67,12 @@ class PipelineSettings(BaseModel):
     )
     near_dedup: bool = Field(default=True, description="Run the Spark MinHash near-dup stage")
     near_dedup_threshold: float = Field(default=0.8, description="Jaccard threshold for near duplicates")
+    near_dedup_local_max_docs: int = Field(
+        default=50_000,
+        ge=0,
+        description="near_dedup runs in process below this many documents (the batch's plus its earlier "
+        "batches' indexes), on Spark from there (0: always Spark); where it runs, not what it writes",
+    )
     lance_views: bool = Field(
         default=True,
         description="Write the per-document Lance views at each release (false: the release skips them and "

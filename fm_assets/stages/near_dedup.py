@@ -38,7 +38,10 @@ class NearDedupStage(SparkRemovalStage):
     )
 
     def dedup_config(self, ctx: StageContext) -> NearDedupConfig:
-        return NearDedupConfig(threshold=ctx.settings.near_dedup_threshold)
+        return NearDedupConfig(
+            threshold=ctx.settings.near_dedup_threshold,
+            local_max_docs=ctx.settings.near_dedup_local_max_docs,
+        )
 
     def enabled(self, ctx: StageContext) -> bool:
         return ctx.settings.near_dedup

@@ -25,10 +25,12 @@ from fm_assets.engine.refs import read_success
 from fm_assets.engine.stage import StageContext
 from fm_assets.engine.store import ObjectStore
 from fm_assets.reports.cost import cost_rows
+from fm_assets.settings import Settings
 from fm_assets.stages.dedup import STAGE as DEDUP
 from fm_assets.stages.near_dedup import STAGE as NEAR_DEDUP
 from fm_assets.stages.registry import TEXT_STAGES
 from fm_assets.transforms.dedup.near_dup.config import NearDedupConfig
+from fm_assets.transforms.dedup.near_dup.job import choose_engine
 from fm_assets.transforms.dedup.near_dup.local import run_local_near_dedup
 
 pytestmark = [pytest.mark.slow]
@@ -144,6 +146,23 @@ def test_signature_units_on_two_workers_equal_one_worker_and_the_driver_path(
     assert reference.stats["removed"] == one.success.counts.records_rejected >= VARIANTS // 2
     assert set(reference.removed.column("doc_id").to_pylist()).isdisjoint(kept)
     assert file_digests(tmp_path / "ref-index") == file_digests(Path(store1.root) / one.prefix / "band_index")
+
+
+def test_the_in_process_limit_moves_near_dedup_not_its_output(
+    until_blocklist: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FM_NEAR_DEDUP_LOCAL_MAX_DOCS picks where near_dedup runs: it reaches the job's engine choice but not
+    the stage's key, so changing it neither reruns a batch nor changes what a run writes."""
+    monkeypatch.setenv("FM_NEAR_DEDUP_LOCAL_MAX_DOCS", "7")
+    assert Settings().pipeline().near_dedup_local_max_docs == 7
+    store = copy_root(until_blocklist, tmp_path / "root")
+    low = StageContext(store, BATCH, settings(near_dedup=True, near_dedup_local_max_docs=7), side_resources())
+    usual = StageContext(store, BATCH, settings(near_dedup=True), side_resources())
+    docs = read_success(store, "blocklist", BATCH).counts.records_out
+    assert docs > 7
+    assert choose_engine(docs, [], NEAR_DEDUP.dedup_config(low)) == "spark"
+    assert choose_engine(docs, [], NEAR_DEDUP.dedup_config(usual)) == "local"
+    assert NEAR_DEDUP.config(low) == NEAR_DEDUP.config(usual)
 
 
 def test_signatures_are_reused_and_a_damaged_copy_is_recomputed(
