@@ -15,6 +15,7 @@ from fm_assets.engine.refs import read_success
 from fm_assets.engine.run import run_stage
 from fm_assets.engine.stage import StageContext
 from fm_assets.engine.store import ObjectStore
+from fm_assets.reports.report import iter_rejects
 from fm_assets.side_inputs.blocklists import BlocklistSource
 from fm_assets.side_inputs.eval_registry import EvalRegistry
 from fm_assets.side_inputs.tokenizer import TokenizerSpec, ensure_pinned
@@ -59,6 +60,15 @@ def settings():
     return PipelineConfigResource(progress=False, near_dedup=False, seq_len=64, rows_per_shard=4)
 
 
+def read_docs(store: ObjectStore, batch: str, stage: str) -> list[tuple[str, str]]:
+    """(text, doc_id) of ``stage``'s output rows for ``batch``, in part and row order."""
+    rows = []
+    for part in read_success(store, stage, batch).parts:
+        table = pq.read_table(store.local_path(part), columns=["text", "doc_id"])
+        rows += list(zip(table.column("text").to_pylist(), table.column("doc_id").to_pylist(), strict=True))
+    return rows
+
+
 def test_exact_dedup_across_batches_and_rerun_stability(tmp_path, settings, real_sample):
     texts = real_texts(real_sample, 5)
     store = ObjectStore(str(tmp_path / "root"))
@@ -77,6 +87,22 @@ def test_exact_dedup_across_batches_and_rerun_stability(tmp_path, settings, real
     out = run_chain(store, second, settings, TokenizerSpec(), "dedup")["dedup"]
     assert out.success.rejects_by_reason == {"exact_duplicate_cross_batch": 2, "exact_duplicate": 1}
     assert out.success.counts.records_out == 2
+    # each reject names its text's first occurrence: the earlier batch's, else the first one in this batch
+    ones = [doc_id for _, doc_id in read_docs(store, first, "dedup")]  # texts 0, 1, 2
+    twos = [doc_id for _, doc_id in read_docs(store, second, "filter")]  # texts 0, 1, 3, 3, 4
+    assert len(ones) == 3 and len(twos) == 5
+    rejects = {
+        r["doc_id"]: (r["reason"], r["details"]["duplicate_of"], r["details"]["duplicate_of_batch"])
+        for r in iter_rejects(store, second, "dedup")
+    }
+    assert rejects == {
+        twos[0]: ("exact_duplicate_cross_batch", ones[0], first),
+        twos[1]: ("exact_duplicate_cross_batch", ones[1], first),
+        twos[3]: ("exact_duplicate", twos[2], second),
+    }
+    # the kept-keys index: this batch's survivors in row order, what later batches are checked against
+    kept = pq.read_table(store.local_path(out.success.artifacts["kept_hashes"]))
+    assert kept.column("doc_id").to_pylist() == [twos[2], twos[4]]
     assert out.success.inputs[f"dedup:{first}"] == read_success(store, "dedup", first).data_version
     again = run_stage(TEXT_STAGES[4], StageContext(store, second, settings, SIDE_INPUTS))
     assert again.cache_hit and again.data_version == out.data_version

@@ -16,7 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from fm_assets.engine import layout
@@ -59,44 +61,77 @@ class ExactDedupStage(RemovalStage):
         priors = earlier_outputs(ctx.store, self.name, ctx.batch)
         return SideInputs({f"{self.name}:{p.batch}": p.data_version for p in priors}, priors)
 
-    def _earlier_keys(self, ctx: StageContext) -> dict[Any, tuple[str, str]]:
-        """key -> (batch, doc_id) of its first occurrence in the earlier batches (oldest first)."""
+    def _earlier_keys(self, ctx: StageContext) -> pa.Table:
+        """(key, doc_id, batch) of the keys the earlier batches kept, oldest batch first."""
         key = self.dedup_key
-        seen: dict[Any, tuple[str, str]] = {}
+        tables = []
         prior: PriorOutput
         for prior in ctx.side.data:
             with ctx.store.open(layout.in_output(prior.prefix, key.index_file)) as handle:
-                table = pq.read_table(handle)
-            for digest, doc_id in zip(
-                table[key.index_field.name].to_pylist(), table["doc_id"].to_pylist(), strict=True
-            ):
-                seen.setdefault(digest, (prior.batch, doc_id))
-        return seen
+                table = pq.read_table(handle, columns=[key.index_field.name, "doc_id"])
+            tables.append(
+                pa.table(
+                    [
+                        table.column(key.index_field.name).cast(key.index_field.type),
+                        table.column("doc_id").cast(pa.string()),
+                        pa.array([prior.batch] * table.num_rows, pa.string()),
+                    ],
+                    names=[KEY, "doc_id", "batch"],
+                )
+            )
+        if not tables:
+            return pa.table(
+                [pa.array([], key.index_field.type), pa.array([], pa.string()), pa.array([], pa.string())],
+                names=[KEY, "doc_id", "batch"],
+            )
+        return pa.concat_tables(tables)
 
     def decide(self, ctx: StageContext, units: list[WorkUnit], output_prefix: str) -> RemovalDecision:
         key = self.dedup_key
-        seen = self._earlier_keys(ctx)
+        earlier = self._earlier_keys(ctx)
         keyed, aux = self._batch_keys(ctx, units)
+        keys, ids = keyed.column(KEY), keyed.column("doc_id")
+        # whole-column lookups, not a Python dict of every key: index_in gives a value's first occurrence
+        in_earlier = (
+            pc.index_in(keys, value_set=earlier.column(KEY)).fill_null(-1).to_numpy().astype(np.int64)
+        )
+        group = pc.index_in(keys, value_set=pc.unique(keys)).to_numpy().astype(np.int64)
+        first_row = np.unique(group, return_index=True)[1][group]  # the row of its key's first occurrence
+        duplicate = (in_earlier >= 0) | (first_row != np.arange(len(group)))
+        dup = np.flatnonzero(duplicate)
+        cross = in_earlier[dup] >= 0
+        if cross.any():
+            at = pa.array(np.where(cross, in_earlier[dup], 0))
+            of_doc, of_batch = (
+                earlier.column("doc_id").take(at).to_pylist(),
+                earlier.column("batch").take(at).to_pylist(),
+            )
+        else:
+            of_doc, of_batch = [None] * len(dup), [None] * len(dup)
+        first_ids = ids.take(pa.array(first_row[dup])).to_pylist()
+        digests = keys.take(pa.array(dup)).to_pylist() if key.in_details else []
         removed: Removals = {}
-        kept_keys: list[Any] = []  # survivors in output order, for this batch's index
-        kept_ids: list[str] = []
-        for doc_id, digest in zip(keyed["doc_id"].to_pylist(), keyed[KEY].to_pylist(), strict=True):
-            first_batch, first_doc = seen.setdefault(digest, (ctx.batch, doc_id))
-            if (first_batch, first_doc) == (ctx.batch, doc_id):
-                kept_keys.append(digest)
-                kept_ids.append(doc_id)
-                continue
-            reason = "exact_duplicate" if first_batch == ctx.batch else "exact_duplicate_cross_batch"
-            details = {"duplicate_of": first_doc, "duplicate_of_batch": first_batch}
+        for i, doc_id in enumerate(ids.take(pa.array(dup)).to_pylist()):
+            if cross[i]:
+                reason, details = (
+                    "exact_duplicate_cross_batch",
+                    {"duplicate_of": of_doc[i], "duplicate_of_batch": of_batch[i]},
+                )
+            else:
+                reason, details = (
+                    "exact_duplicate",
+                    {"duplicate_of": first_ids[i], "duplicate_of_batch": ctx.batch},
+                )
             if key.in_details:
-                details[key.column] = digest
+                details[key.column] = digests[i]
             removed[doc_id] = (reason, details)
+        survivors = pa.array(np.flatnonzero(~duplicate))
         kept = pa.table(
             {
-                key.index_field.name: pa.array(kept_keys, key.index_field.type),
-                "doc_id": pa.array(kept_ids, pa.string()),
+                key.index_field.name: keys.take(survivors).cast(key.index_field.type),
+                "doc_id": ids.take(survivors).cast(pa.string()),
             }
-        )
+        ).combine_chunks()
         return RemovalDecision(removed, {"kept": kept, AUX_OUTPUTS: [aux]})
 
     def _batch_keys(self, ctx: StageContext, units: list[WorkUnit]) -> tuple[pa.Table, str]:
