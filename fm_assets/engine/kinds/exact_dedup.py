@@ -34,6 +34,13 @@ from fm_assets.engine.unit_writer import UnitWriter
 KEY = "key"  # the key column of the ``keys`` auxiliary output
 
 
+def _index_in(values: pa.ChunkedArray, value_set: pa.Array | pa.ChunkedArray) -> pa.ChunkedArray:
+    """Each value's index in ``value_set`` (its first occurrence there), null where it is not in it."""
+    if isinstance(value_set, pa.ChunkedArray):
+        value_set = value_set.combine_chunks()
+    return pc.call_function("index_in", [values], pc.SetLookupOptions(value_set))
+
+
 def _same(value: Any) -> Any:
     return value
 
@@ -92,10 +99,8 @@ class ExactDedupStage(RemovalStage):
         keyed, aux = self._batch_keys(ctx, units)
         keys, ids = keyed.column(KEY), keyed.column("doc_id")
         # whole-column lookups, not a Python dict of every key: index_in gives a value's first occurrence
-        in_earlier = (
-            pc.index_in(keys, value_set=earlier.column(KEY)).fill_null(-1).to_numpy().astype(np.int64)
-        )
-        group = pc.index_in(keys, value_set=pc.unique(keys)).to_numpy().astype(np.int64)
+        in_earlier = _index_in(keys, earlier.column(KEY)).fill_null(-1).to_numpy().astype(np.int64)
+        group = _index_in(keys, keys.unique()).to_numpy().astype(np.int64)
         first_row = np.unique(group, return_index=True)[1][group]  # the row of its key's first occurrence
         duplicate = (in_earlier >= 0) | (first_row != np.arange(len(group)))
         dup = np.flatnonzero(duplicate)
