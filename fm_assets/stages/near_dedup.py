@@ -95,8 +95,8 @@ class NearDedupStage(SparkRemovalStage):
         return RemovalDecision(removed, {"stats": outcome.stats, AUX_OUTPUTS: aux})
 
     def signatures(self, ctx: StageContext, aux: list[str]) -> pa.Table:
-        """The batch's signature rows, computed as units of the ``signatures`` output (the in-process path),
-        whose folder is appended to ``aux``."""
+        """The batch's signature rows and where each document is (``signature_units.PLACED_SCHEMA``), computed
+        as units of the ``signatures`` output (the in-process path), whose folder is appended to ``aux``."""
         from fm_assets.transforms.dedup.near_dup import signature_units as sig
 
         config = self.dedup_config(ctx)
@@ -111,7 +111,7 @@ class NearDedupStage(SparkRemovalStage):
             output_schema=sig.SIGNATURES_SCHEMA,
         )
         aux.append(done.prefix)
-        return read_aux_table(ctx.store, done, sig.SIGNATURES_SCHEMA)
+        return sig.placed(read_aux_table(ctx.store, done, sig.SIGNATURES_SCHEMA), ctx.upstream_input.parts)
 
     def complete(
         self, ctx: StageContext, prepared: RemovalDecision, output_prefix: str, markers: list[UnitMarker]

@@ -34,18 +34,22 @@ def _never_called():
 
 
 def _signature_rows(docs: list[str], config: NearDedupConfig) -> pa.Table:
-    """The batch's signature rows without text, as the stage's signature units write them."""
+    """The batch's signature rows without text but with each row's file and row, as the stage hands them
+    over (signature_units.placed)."""
     from fm_assets.transforms.dedup.near_dup.docs import read_docs_arrow
-    from fm_assets.transforms.dedup.near_dup.signature_arrow import signature_batches
-    from fm_assets.transforms.dedup.near_dup.signature_units import SIGNATURES_SCHEMA
+    from fm_assets.transforms.dedup.near_dup.signature_arrow import SIG_ARROW_SCHEMA, signature_batches
+    from fm_assets.transforms.dedup.near_dup.signature_units import PLACED_SCHEMA
 
     compute = signature_batches(config, *config.lsh())
-    tables = [
-        pa.Table.from_batches([batch]).select(SIGNATURES_SCHEMA.names).cast(SIGNATURES_SCHEMA)
-        for path in docs
-        for batch in compute(iter(read_docs_arrow([path]).to_batches(max_chunksize=2000)))
-    ]
-    return pa.concat_tables(tables) if tables else SIGNATURES_SCHEMA.empty_table()
+    tables = []
+    for index, path in enumerate(docs):
+        table = pa.Table.from_batches(
+            list(compute(iter(read_docs_arrow([path]).to_batches(max_chunksize=2000)))), SIG_ARROW_SCHEMA
+        )
+        table = table.drop_columns("text")
+        table = table.append_column("part", pa.array([index] * table.num_rows, pa.int32()))
+        tables.append(table.append_column("row", pa.array(range(table.num_rows), pa.int64())))
+    return pa.concat_tables(tables).cast(PLACED_SCHEMA) if tables else PLACED_SCHEMA.empty_table()
 
 
 def _run(engine: str, spark, docs: list[str], priors: list[str], out: Path, config: NearDedupConfig):

@@ -27,10 +27,16 @@ import pyarrow.compute as pc
 from fm_assets.transforms.dedup.clusters import min_label_components, survivors_in_process
 from fm_assets.transforms.dedup.near_dup.candidates import NodeScorer, bucket_pairs
 from fm_assets.transforms.dedup.near_dup.config import NearDedupConfig
-from fm_assets.transforms.dedup.near_dup.docs import LocalUnsupported, read_doc_places_arrow, read_docs_arrow
+from fm_assets.transforms.dedup.near_dup.docs import (
+    LocalUnsupported,
+    check_doc_ids,
+    check_schemas,
+    read_docs_arrow,
+)
 from fm_assets.transforms.dedup.near_dup.index import explode_bands, read_index_arrow, write_index_arrow
 from fm_assets.transforms.dedup.near_dup.outcome import NearDedupOutcome, Phases, outcome_stats
 from fm_assets.transforms.dedup.near_dup.signature_arrow import SIG_ARROW_SCHEMA, signature_batches
+from fm_assets.transforms.dedup.near_dup.signature_units import PLACED_SCHEMA
 from fm_assets.transforms.dedup.near_dup.survivors import removed_table
 
 __all__ = ["LocalUnsupported", "read_docs_arrow", "run_local_near_dedup"]
@@ -67,15 +73,17 @@ def _signatures(docs: pa.Table, config: NearDedupConfig, bands: int, rows: int) 
     return pa.Table.from_batches(batches, schema=SIG_ARROW_SCHEMA)
 
 
-def _with_places(signatures: pa.Table, places: pa.Table, config: NearDedupConfig) -> pa.Table:
-    """Signatures computed elsewhere (:mod:`.signature_units`, without text: the column is null), with where
-    each document's text is (``part`` -1 when exact verification is off: no text is read)."""
-    if not signatures.column("doc_id").equals(places.column("doc_id")):
-        raise ValueError("near-dup: the signature units' rows are not the batch's documents in part order")
-    part = places.column("part") if config.verify_exact else pa.array(np.full(places.num_rows, -1, np.int32))
+def _with_places(signatures: pa.Table, config: NearDedupConfig) -> pa.Table:
+    """Signatures computed elsewhere (:mod:`.signature_units`' ``PLACED_SCHEMA``: no text, where each
+    document's text is) as node rows (``part`` -1 when exact verification is off: no text is read)."""
+    if signatures.schema.names != PLACED_SCHEMA.names:
+        raise ValueError(f"near-dup: signature rows must have the columns {PLACED_SCHEMA.names}")
+    part = signatures.column("part")
+    if not config.verify_exact:
+        part = pa.array(np.full(signatures.num_rows, -1, np.int32))
     rows = signatures.select([n for n in SIG_ARROW_SCHEMA.names if n != "text"])
     rows = rows.append_column("text", pa.nulls(rows.num_rows, pa.string()))
-    return rows.append_column("part", part).append_column("row", places.column("row"))
+    return rows.append_column("part", part).append_column("row", signatures.column("row"))
 
 
 def _prior_entries(
@@ -105,18 +113,22 @@ def run_local_near_dedup(
     """:func:`.job.run_near_dedup` without Spark: the same removed table, index files and stats keys.
 
     ``signatures``: computes the batch's signature rows elsewhere (the stage's signature units, spread over
-    its workers), called once the documents passed the checks; None computes them here."""
+    its workers) as ``signature_units.PLACED_SCHEMA`` (``part``: an index into ``docs_parquet``), called once
+    the files' schemas passed the checks (the rows' ids are checked after); None computes them here."""
     phases = Phases()
     bands, rows = config.lsh()
-    # with signature units the driver reads no text: the scorer's workers read the few texts it needs
-    docs = read_docs_arrow(docs_parquet) if signatures is None else read_doc_places_arrow(docs_parquet)
-    n_docs = docs.num_rows if n_docs is None else n_docs
     if signatures is None:
+        docs = read_docs_arrow(docs_parquet)
         sigs = _signatures(docs, config, bands, rows)
         sigs = sigs.append_column("part", pa.array(np.full(sigs.num_rows, -1, np.int32)))
         sigs = sigs.append_column("row", pa.array(np.zeros(sigs.num_rows, np.int64)))
     else:
-        sigs = _with_places(signatures(), docs, config)
+        # the driver reads no text, nor the parts' ids: the rows say where each document is, and the
+        # scorer's workers read the few texts it needs
+        check_schemas(docs_parquet)
+        sigs = _with_places(signatures(), config)
+        check_doc_ids(sigs.column("doc_id"))
+    n_docs = sigs.num_rows if n_docs is None else n_docs
     hashed = sigs.filter(pc.greater(sigs.column("n_shingles"), 0))
     phases.lap("signatures")
 
