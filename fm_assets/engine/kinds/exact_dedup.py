@@ -41,6 +41,17 @@ def _index_in(values: pa.ChunkedArray, value_set: pa.Array | pa.ChunkedArray) ->
     return pc.call_function("index_in", [values], pc.SetLookupOptions(value_set))
 
 
+def first_occurrences(
+    keys: pa.ChunkedArray, earlier: pa.Array | pa.ChunkedArray
+) -> tuple[np.ndarray, np.ndarray]:
+    """For each key: the index of its first occurrence in ``earlier`` (-1: none), and the row of its first
+    occurrence in ``keys``. Whole-column lookups, not a Python dict of every key: with a million earlier
+    keys they take 0.1 s where the dict took 0.6 s (``bench/exact_dedup_lookup.py``)."""
+    in_earlier = _index_in(keys, earlier).fill_null(-1).to_numpy().astype(np.int64)
+    group = _index_in(keys, keys.unique()).to_numpy().astype(np.int64)
+    return in_earlier, np.unique(group, return_index=True)[1][group]
+
+
 def _same(value: Any) -> Any:
     return value
 
@@ -98,11 +109,8 @@ class ExactDedupStage(RemovalStage):
         earlier = self._earlier_keys(ctx)
         keyed, aux = self._batch_keys(ctx, units)
         keys, ids = keyed.column(KEY), keyed.column("doc_id")
-        # whole-column lookups, not a Python dict of every key: index_in gives a value's first occurrence
-        in_earlier = _index_in(keys, earlier.column(KEY)).fill_null(-1).to_numpy().astype(np.int64)
-        group = _index_in(keys, keys.unique()).to_numpy().astype(np.int64)
-        first_row = np.unique(group, return_index=True)[1][group]  # the row of its key's first occurrence
-        duplicate = (in_earlier >= 0) | (first_row != np.arange(len(group)))
+        in_earlier, first_row = first_occurrences(keys, earlier.column(KEY))
+        duplicate = (in_earlier >= 0) | (first_row != np.arange(len(first_row)))
         dup = np.flatnonzero(duplicate)
         cross = in_earlier[dup] >= 0
         if cross.any():
