@@ -88,6 +88,7 @@ class LocalSqliteEventLogStorage(SqliteEventLogStorage):
 
     def __init__(self, base_dir: str, inst_data: Any = None) -> None:
         self._engines: dict[str, Engine] = {}
+        self._tables_seen: set[str] = set()
         self._index_was_unstamped = False
         super().__init__(base_dir, inst_data)
         self._finish_index_shard()
@@ -167,6 +168,19 @@ class LocalSqliteEventLogStorage(SqliteEventLogStorage):
         finally:
             os.unlink(name)
         return True
+
+    def has_table(self, table_name: str) -> bool:
+        """Whether the index shard has ``table_name``. Dagster asks before most event writes (asset event
+        tags, check executions, ...: ~150 times in a one-batch run), and its own builds an engine and a
+        connection each time. Tables are only ever added (by a migration), so one seen is remembered; one not
+        there yet is asked for again."""
+        if table_name in self._tables_seen:
+            return True
+        with self._engine(INDEX_SHARD_NAME).connect() as conn:
+            found = bool(conn.dialect.has_table(conn, table_name))
+        if found:
+            self._tables_seen.add(table_name)
+        return found
 
     @contextlib.contextmanager
     def _connect(self, shard: str) -> Iterator[Connection]:  # type: ignore[override]

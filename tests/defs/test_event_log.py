@@ -132,3 +132,25 @@ def test_new_run_shards_are_copies_of_one_initialised_template(tmp_path, monkeyp
         assert second.run_id in {run.run_id for run in instance.get_runs()}
         with storage.run_connection(second.run_id) as conn:
             assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+
+
+def test_table_checks_are_remembered_once_true_and_asked_again_while_false(tmp_path):
+    storage = LocalSqliteEventLogStorage(str(tmp_path / "runs"))
+    try:
+        asked: list[str] = []
+        real = storage._engine
+
+        def counting(shard: str):
+            asked.append(shard)
+            return real(shard)
+
+        storage._engine = counting  # type: ignore[method-assign]
+        assert storage.has_table("asset_check_executions")  # a table Dagster creates
+        assert storage.has_table("asset_check_executions")
+        assert asked == [INDEX_SHARD_NAME]  # the second answer came from memory
+        assert not storage.has_table("fm_added_later")
+        with real(INDEX_SHARD_NAME).begin() as conn:  # a migration in another process adds it
+            conn.exec_driver_sql("CREATE TABLE fm_added_later (id INTEGER)")
+        assert storage.has_table("fm_added_later")  # a missing table is never remembered as missing
+    finally:
+        storage.dispose()
