@@ -97,8 +97,8 @@ def write_part(folder: Path, part: int, table: pa.Table) -> None:
 
 def _doc_ranks(doc_ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """Each row's place in ``doc_id`` order (Arrow's string order, which is Spark's): the ids are unique, so
-    sorting by rank is sorting by id, and integer ranks sort in numpy many times faster than strings in a
-    multi-column Arrow sort (on a 30k-document batch the index went 0.30 -> ~0.1 s of the driver)."""
+    sorting by rank is sorting by id, and integer keys sort in numpy faster than a string column in a
+    multi-column Arrow sort (with the threaded writes, a 30k-document batch's index: 0.17 -> 0.14 s)."""
     ranks = np.empty(len(doc_ids), dtype=np.int64)
     ranks[np.asarray(pc.sort_indices(doc_ids))] = np.arange(len(doc_ids), dtype=np.int64)
     return ranks
