@@ -61,9 +61,7 @@ class SignatureUnits:
 def placed(signatures: pa.Table, parts: Sequence[str]) -> pa.Table:
     """The units' rows (``SIGNATURES_SCHEMA``) as ``PLACED_SCHEMA``: ``source_part`` as its index in
     ``parts``, the upstream part files in the order the in-process path is given them."""
-    index = pc.call_function(
-        "index_in", [signatures.column("source_part")], pc.SetLookupOptions(pa.array(parts))
-    )
+    index = pc.index_in(signatures.column("source_part"), value_set=pa.array(parts, pa.string()))
     if index.null_count:
         raise ValueError("near-dup: a signature row names a part that is not one of the batch's")
     table = signatures.select(_NO_TEXT.names)
