@@ -22,6 +22,11 @@ the walk saw, so a path swapped for a link while landing is refused, not followe
 of ``_batch.json``'s bytes; every read verifies it, so a manifest edited after landing (another licence or
 namespace) is refused instead of half-applied, and the land stage keys on it. Batches landed before the
 sidecar existed are legacy: read unverified, with a warning.
+
+A text file (no NUL byte in its first 4 kB) bigger than ``line_index.INDEX_EVERY`` gets a line index in its
+manifest entry (``line_index``: line-aligned chunks with their first line numbers and sha256s), taken in the
+read that copies it into the batch: land cuts a big JSONL file into byte-range units from it without reading the file in
+its plan, and each unit verifies the chunks it reads against it.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from fm_assets.engine.identifiers import (
     check_source_name,
     is_identifier,
 )
+from fm_assets.engine.line_index import INDEX_EVERY, LineIndex, index_lines
 from fm_assets.engine.store import ObjectStore
 
 NAMESPACES = ("cloud", "on_device", "quarantine")
@@ -55,6 +61,7 @@ MANIFEST_HASH = "_batch.sha256"
 QUARANTINE = "quarantine"
 PROMOTION_RECORD = "compliance/promotions/{batch}.json"  # a reviewer's promotion (fm_assets.compliance)
 _CHUNK = 1 << 20
+_TEXT_SNIFF_BYTES = 4096  # a file whose first bytes hold no NUL is text: a big one gets a line index
 
 log = logging.getLogger(__name__)
 _LEGACY_WARNED: set[tuple[str, str]] = set()
@@ -70,7 +77,8 @@ class BatchManifest:
     source: str
     license: str
     namespace: str
-    files: tuple[dict[str, Any], ...]  # {"path": rel under files/, "sha256", "bytes"}
+    # {"path": rel under files/, "sha256", "bytes"[, "line_index": a big text file's, LineIndex.to_json()]}
+    files: tuple[dict[str, Any], ...]
     skipped: tuple[dict[str, str], ...] = field(default=())  # {"path", "reason"[, "target"]}: not landed
     sha256: str = field(default="", compare=False)  # of the committed _batch.json bytes ("" before commit)
 
@@ -216,26 +224,50 @@ def _hash_walked(file: SourceFile) -> str:
     return digest.hexdigest()
 
 
-def _copy_walked(store: ObjectStore, file: SourceFile, rel: str, sha: str) -> None:
-    """Copy ``file`` into the store at ``rel`` from the descriptor ``_open_walked`` checked (never by path),
-    hashing on the way: bytes that differ from the first read are refused."""
+class _Tee:
+    """A stream that writes every block read from ``source`` to ``sink``."""
+
+    def __init__(self, source: IO[bytes], sink: IO[bytes]) -> None:
+        self._source, self._sink = source, sink
+
+    def read(self, size: int, /) -> bytes:
+        block = self._source.read(size)
+        self._sink.write(block)
+        return block
+
+
+def _copy_into(handle: IO[bytes], out: IO[bytes], size: int, indexed: bool) -> tuple[str, LineIndex | None]:
+    """Copy ``handle`` to ``out``: the bytes' sha256, and their line index when ``indexed`` (the whole and the
+    chunk digests on threads of their own beside the copy)."""
+    tee = _Tee(handle, out)
+    if indexed:
+        return index_lines(tee, size)
     digest = hashlib.sha256()
+    while block := tee.read(_CHUNK):
+        digest.update(block)
+    return digest.hexdigest(), None
+
+
+def _copy_walked(store: ObjectStore, file: SourceFile, rel: str, sha: str) -> LineIndex | None:
+    """Copy ``file`` into the store at ``rel`` from the descriptor ``_open_walked`` checked (never by path),
+    hashing on the way: bytes that differ from the first read are refused. A text file (no NUL in its first
+    4 kB) bigger than one index chunk is line-indexed in the same read (``engine.line_index``): returned for
+    its manifest entry, so land cuts it into byte-range units without reading it again."""
     with _open_walked(file) as handle:
+        indexed = file.size > INDEX_EVERY and b"\0" not in handle.read(_TEXT_SNIFF_BYTES)
+        handle.seek(0)
         if store.is_local:
             with store.local_temp(rel) as tmp:  # removed if the copy fails (a full disk leaves no .tmp)
                 with open(tmp, "wb") as out:
-                    while block := handle.read(_CHUNK):
-                        digest.update(block)
-                        out.write(block)
-                if digest.hexdigest() == sha:
+                    actual, index = _copy_into(handle, out, file.size, indexed)
+                if actual == sha:
                     os.replace(tmp, store.local_path(rel))
         else:
             with store.fs.open(store.uri(rel), "wb") as out:
-                while block := handle.read(_CHUNK):
-                    digest.update(block)
-                    out.write(block)
-    if digest.hexdigest() != sha:
+                actual, index = _copy_into(handle, out, file.size, indexed)
+    if actual != sha:
         raise LandingError(f"{file.path} changed while landing (its bytes differ); run fm land again")
+    return index
 
 
 def land_batch(
@@ -275,11 +307,13 @@ def land_batch(
         raise LandingError(str(exc)) from None
     if store.exists(layout_manifest(batch_id)):
         raise LandingError(f"batch {batch_id} already exists; landing is immutable, pick another id")
-    manifest = BatchManifest(batch_id, source, license_id, namespace, tuple(described), tuple(skipped))
-    body = manifest_bytes(manifest)
     try:
         for file, entry in zip(files, described, strict=True):
-            _copy_walked(store, file, f"landing/{batch_id}/files/{file.rel}", entry["sha256"])
+            index = _copy_walked(store, file, f"landing/{batch_id}/files/{file.rel}", entry["sha256"])
+            if index is not None:
+                entry["line_index"] = index.to_json()
+        manifest = BatchManifest(batch_id, source, license_id, namespace, tuple(described), tuple(skipped))
+        body = manifest_bytes(manifest)
         store.write_bytes(
             f"landing/{batch_id}/{MANIFEST_HASH}", (hashlib.sha256(body).hexdigest() + "\n").encode()
         )

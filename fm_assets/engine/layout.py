@@ -99,6 +99,11 @@ def unit_of_part(part: str) -> str:
     return part.rsplit("/", 1)[-1].removeprefix("part-").removesuffix(".parquet")
 
 
+def rescan_notes(stage: str, batch: str) -> str:
+    """Notes of files whose manifest line index a unit found stale: the stage's next plan reads them again."""
+    return f"stages/{stage}/{batch}/_rescan"
+
+
 def refs_dir(stage: str) -> str:
     return f"refs/{stage}"
 

@@ -13,23 +13,31 @@ Files the media chain reads (images, audio, their caption/transcript companions,
 lists them with what they are in its unit markers, and ``media_land`` takes them into the CAS.
 
 A file bigger than ``land_unit_bytes`` is a unit of its own, and a plain JSONL one (not compressed, not
-the media chain's) is cut into several: line-aligned byte ranges of about ``land_unit_bytes`` (at least
-``MIN_RANGE_BYTES``), so one 100 MB file spreads over the worker pool. The plan reads the file once
-(``transforms.readers.line_ranges``, no parsing): the cut points, each range's first line number and
-sha256, and the whole file's sha256, which must be the manifest's (a file that is not, or that holds only
-blank lines, stays whole and is quarantined or rejected as before). So the plan is a function of the
-manifest and the settings only, whatever the worker count. A range rides on ``WorkUnit.span`` (the input
-stays the file's real path, which the executor meters and records in the unit marker; a path with a range
-suffix would name no file); its unit reads its lines through the same line reader as the whole file,
-numbered from the range's place in the file, so records, rejects, doc ids and byte offsets are those of the
-whole-file read. Each range unit rehashes its own range; one more unit (``g<n>w``, span ``WholeFile``)
-rehashes the whole file and puts it into the CAS, beside the ranges rather than inside the first one (which
-then took three times as long as the others: on many workers the stage waited on it). Bytes that changed
-after the plan fail the unit (``DamagedDataError``): a re-run plans the file whole and quarantines it once.
+the media chain's) is cut into several: line-aligned byte spans of about ``land_unit_bytes`` (at least
+``MIN_RANGE_BYTES``), so one 100 MB file spreads over the worker pool. The spans are whole chunks of the
+file's line index (``engine.line_index``: 1 MiB line-aligned chunks, each with its first line number and
+sha256), which ``fm land`` put into the manifest entry from the read that hashed the file: the plan reads a
+few head bytes to tell the format and no more, so its cost does not grow with the batch's bytes. A manifest
+without a line index (landed by another writer, or before indexes) is indexed here, in one read that also
+checks the file's sha256 against the manifest (a file that does not match, or that holds only blank lines,
+stays whole and is quarantined or rejected as before); both give the same spans. So the plan is a function
+of the manifest and the settings only, whatever the worker count. A span rides on ``WorkUnit.span`` (the
+input stays the file's real path, which the executor meters and records in the unit marker; a path with a
+range suffix would name no file); its unit reads its lines through the same line reader as the whole file,
+numbered from the span's place in the file, so records, rejects, doc ids and byte offsets are those of the
+whole-file read. Each span's unit first checks its chunks' sha256s and line counts and that it starts on a
+line (``line_index.check_span``): the spans tile the file, so together the units verify every byte and line
+number the plan used. One more unit (``g<n>w``, span ``WholeFile``) rehashes the whole file against the
+manifest and puts it into the CAS, beside the spans rather than inside the first one (which then took three
+times as long as the others: on many workers the stage waited on it). A unit that finds the bytes changed
+since they were landed or planned fails (``DamagedDataError``) and leaves a note
+(``layout.rescan_notes``): the re-run's plan reads that file itself, so a file that no longer matches its
+manifest is planned whole and quarantined once.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 from collections.abc import Iterable
@@ -43,6 +51,7 @@ from fm_assets.engine import layout
 from fm_assets.engine.hashing import sha256_file
 from fm_assets.engine.integrity import HASH_THREADS, DamagedDataError
 from fm_assets.engine.landing import BatchManifest, read_batch_manifest
+from fm_assets.engine.line_index import LineIndex, LineIndexError, LineSpan, check_span, index_lines
 from fm_assets.engine.schemas import make_doc_id
 from fm_assets.engine.stage import SideInputs, Stage, StageContext, UnitContext, UnitResult, WorkUnit
 from fm_assets.engine.store import ObjectStore
@@ -55,12 +64,7 @@ from fm_assets.transforms.readers import (
     iter_raw_records,
 )
 from fm_assets.transforms.readers.detect import HEAD_BYTES, JSONL
-from fm_assets.transforms.readers.line_ranges import (
-    LineRange,
-    iter_jsonl_range,
-    range_sha256,
-    scan_line_ranges,
-)
+from fm_assets.transforms.readers.line_ranges import iter_jsonl_range
 from fm_assets.transforms.readers.media_samples import media_claims
 from fm_assets.transforms.readers.provenance import LICENSE_CONFLICT, record_provenance
 
@@ -79,8 +83,9 @@ class LandStage(Stage):
     name = "land"
     # v5: a big plain JSONL file is cut into line-aligned byte-range units (and any file above
     # land_unit_bytes is a unit of its own), so unit ids and part files differ from v4's; v6: a ranged file's
-    # CAS copy is a unit of its own (g<n>w), not part of its first range's
-    code_version = "land-v6"
+    # CAS copy is a unit of its own (g<n>w), not part of its first range's; v7: ranges are spans of the
+    # file's line index (1 MiB chunks, from the manifest), so the cut points moved to chunk boundaries
+    code_version = "land-v7"
     upstream = None
     description = "Raw files -> content-addressed store -> parsed document records (bad input quarantined)."
 
@@ -117,7 +122,7 @@ class LandStage(Stage):
         unit_bytes = ctx.settings.land_unit_bytes
         files = sorted(manifest.files, key=lambda f: f["path"])
         big = [entry for entry in files if entry["bytes"] > unit_bytes and entry["path"] not in claims]
-        ranges_of = dict(zip([entry["path"] for entry in big], scan_files(ctx, big), strict=True))
+        ranges_of = dict(zip([entry["path"] for entry in big], file_spans(ctx, big), strict=True))
         units: list[WorkUnit] = []
         slot = 0  # a group, or one big file (all its ranges)
         group: list[str] = []
@@ -170,7 +175,7 @@ class LandStage(Stage):
                 self._store_whole(unit, raw_rel, entry, extra)
                 extra["files"] += 1  # a ranged file counts once, here
                 continue
-            if isinstance(span, LineRange):
+            if isinstance(span, LineSpan):
                 records_in += self._land_range(unit, raw_rel, entry, span, extra)
                 extra["bytes_in"] += span.end - span.start
                 extra["line_range"] = {"file": entry["path"], "start": span.start, "end": span.end}
@@ -205,13 +210,21 @@ class LandStage(Stage):
             return self._emit(unit, entry, iter_raw_records(local))
 
     @staticmethod
-    def _changed_after_plan(
-        unit: UnitContext, entry: dict[str, Any], where: str, actual: str, expected: str
-    ) -> DamagedDataError:
+    def _changed_after_plan(unit: UnitContext, entry: dict[str, Any], what: str) -> DamagedDataError:
+        """The file no longer matches what the plan cut it by: noted (``layout.rescan_notes``), so the next
+        plan reads the file itself, and then cuts it again or, if it no longer matches its manifest,
+        quarantines it whole, once."""
+        ctx = unit.partition
+        path = entry["path"]
+        note = f"{hashlib.sha256(path.encode()).hexdigest()[:32]}.json"
+        ctx.store.write_json(
+            f"{layout.rescan_notes(LandStage.name, ctx.batch)}/{note}",
+            {"path": path, "unit": unit.unit.unit_id, "found": what},
+        )
         return DamagedDataError(
-            f"land[{unit.partition.batch}] unit {unit.unit.unit_id}: {entry['path']} {where} changed after the "
-            f"plan read them (sha256 {actual[:12]}, planned {expected[:12]}); run land again: a file that no "
-            "longer matches its manifest is then quarantined"
+            f"land[{ctx.batch}] unit {unit.unit.unit_id}: {path} {what}: it changed after it was landed or "
+            "planned; run land again: it is then read whole, and quarantined if it no longer matches its "
+            "manifest"
         )
 
     def _store_whole(
@@ -222,19 +235,20 @@ class LandStage(Stage):
         with ctx.store.local_copy(raw_rel) as local:
             actual = sha256_file(local)
             if actual != entry["sha256"]:
-                raise self._changed_after_plan(unit, entry, "bytes", actual, entry["sha256"])
+                found = f"sha256 {actual[:12]}, landed as {entry['sha256'][:12]}"
+                raise self._changed_after_plan(unit, entry, found)
             self._store_in_cas(ctx, local, entry["sha256"], extra)
 
     def _land_range(
-        self, unit: UnitContext, raw_rel: str, entry: dict[str, Any], span: LineRange, extra: dict[str, Any]
+        self, unit: UnitContext, raw_rel: str, entry: dict[str, Any], span: LineSpan, extra: dict[str, Any]
     ) -> int:
-        """Parse one planned range of a file; returns its records in."""
+        """Parse one planned span of a file, once its bytes and line count are the line index's; returns its
+        records in."""
         ctx = unit.partition
         with ctx.store.local_copy(raw_rel) as local:
-            actual = range_sha256(local, span)
-            if actual != span.sha256:  # the plan read verified bytes: these changed since
-                where = f"bytes {span.start}-{span.end}"
-                raise self._changed_after_plan(unit, entry, where, actual, span.sha256)
+            stale = check_span(local, span)
+            if stale is not None:  # the plan read no byte of it: these are not what was landed or scanned
+                raise self._changed_after_plan(unit, entry, stale)
             items = iter_jsonl_range(
                 local, span, max_record_bytes=DEFAULT_MAX_RECORD_BYTES, text_field="text"
             )
@@ -291,25 +305,32 @@ class LandStage(Stage):
         return records_in
 
 
-def scan_files(ctx: StageContext, entries: list[dict[str, Any]]) -> list[tuple[LineRange, ...]]:
-    """``line_ranges`` of each landed file in ``entries``, several at a time (hashlib releases the GIL)."""
+def file_spans(ctx: StageContext, entries: list[dict[str, Any]]) -> list[tuple[LineSpan, ...]]:
+    """``line_spans`` of each landed file in ``entries``, several at a time (a file with no usable line index
+    is read, and hashlib releases the GIL)."""
     if not entries:
         return []
+    rescan = {
+        ctx.store.read_json(rel)["path"]
+        for rel in ctx.store.list(layout.rescan_notes(LandStage.name, ctx.batch))
+    }
 
-    def ranges(entry: dict[str, Any]) -> tuple[LineRange, ...]:
+    def spans(entry: dict[str, Any]) -> tuple[LineSpan, ...]:
         raw_rel = layout.landed_file(ctx.batch, entry["path"])
-        return line_ranges(ctx.store, raw_rel, entry, ctx.settings.land_unit_bytes)
+        unit_bytes = ctx.settings.land_unit_bytes
+        return line_spans(ctx.store, raw_rel, entry, unit_bytes, use_index=entry["path"] not in rescan)
 
     with ThreadPoolExecutor(HASH_THREADS) as pool:
-        return list(pool.map(ranges, entries))
+        return list(pool.map(spans, entries))
 
 
-def line_ranges(
-    store: ObjectStore, raw_rel: str, entry: dict[str, Any], unit_bytes: int
-) -> tuple[LineRange, ...]:
-    """The line-aligned ranges the landed file ``raw_rel`` is read in, or () when it is read whole: it is
-    not plain JSONL, not big enough for two ranges, holds no non-blank byte, or its bytes are not the
-    manifest's (its unit then quarantines it)."""
+def line_spans(
+    store: ObjectStore, raw_rel: str, entry: dict[str, Any], unit_bytes: int, *, use_index: bool = True
+) -> tuple[LineSpan, ...]:
+    """The line-aligned spans the landed file ``raw_rel`` is read in, or () when it is read whole: it is not
+    plain JSONL, not big enough for two spans, or holds no non-blank byte; or, when it had to be read here,
+    its bytes are not the manifest's (its unit then quarantines it). The spans come from the manifest's line
+    index when it has a sound one and ``use_index``; else from a line index taken here (the same spans)."""
     pieces = math.ceil(entry["bytes"] / max(unit_bytes, MIN_RANGE_BYTES))
     if pieces < 2:
         return ()
@@ -320,11 +341,23 @@ def line_ranges(
             return ()
         if fmt != JSONL:
             return ()
-        handle.seek(0)
-        scan = scan_line_ranges(handle, entry["bytes"], pieces)
-    if scan.sha256 != entry["sha256"] or not scan.has_content:
-        return ()
-    return scan.ranges
+        index = _manifest_index(entry) if use_index else None
+        if index is None:
+            handle.seek(0)
+            sha256, index = index_lines(handle, entry["bytes"])
+            if sha256 != entry["sha256"]:
+                return ()
+    return index.spans(pieces) if index.has_content else ()
+
+
+def _manifest_index(entry: dict[str, Any]) -> LineIndex | None:
+    if "line_index" not in entry:
+        return None  # landed before line indexes, or by another writer
+    try:
+        return LineIndex.from_json(entry["line_index"], int(entry["bytes"]))
+    except LineIndexError as exc:
+        log.warning("%s: %s; reading the file to cut it instead", entry["path"], exc)
+        return None
 
 
 def put_in_cas(store: ObjectStore, local: Path, sha: str, batch: str) -> str:

@@ -1,6 +1,7 @@
 """A big plain JSONL file lands as several line-aligned byte-range units whose records and rejects are the
 whole-file read's (same doc ids, record indices, byte offsets, order), the same bytes with 1 and 2 workers;
-a file whose bytes are not the manifest's is quarantined once, and the CAS gets the file once."""
+the plan cuts it from the manifest's line index without reading it, as a plan that reads it would; a file
+whose bytes are not the manifest's is quarantined once, and the CAS gets the file once."""
 
 from __future__ import annotations
 
@@ -14,15 +15,15 @@ import pyarrow.parquet as pq
 import pytest
 
 from fm_assets.defs.resources.pipeline_config import PipelineConfigResource
-from fm_assets.engine import layout
+from fm_assets.engine import landing, layout
 from fm_assets.engine.integrity import DamagedDataError
 from fm_assets.engine.landing import land_batch
+from fm_assets.engine.line_index import LineSpan
 from fm_assets.engine.materialize import materialize
 from fm_assets.engine.run import StageOutcome, run_stage
 from fm_assets.engine.stage import StageContext
 from fm_assets.engine.store import ObjectStore
 from fm_assets.stages import land
-from fm_assets.transforms.readers.line_ranges import LineRange
 
 SMALL_UNITS = 50_000  # below MIN_RANGE_BYTES: ranges are MIN_RANGE_BYTES long
 LONG_LINE = 2 * land.MIN_RANGE_BYTES + 200_000  # one record longer than two ranges: it absorbs a cut point
@@ -99,7 +100,7 @@ def test_ranges_give_the_whole_file_read(tmp_path, source):
     whole_unit, *units = units  # the file's own unit (its CAS copy) first, then its ranges
     assert isinstance(whole_unit.span, land.WholeFile) and whole_unit.unit_id.endswith("w")
     spans = [unit.span for unit in units]
-    assert len(units) >= 2 and all(isinstance(span, LineRange) for span in spans)
+    assert len(units) >= 2 and all(isinstance(span, LineSpan) for span in spans)
     assert len(whole.success.units) == 1
     data = source.read_bytes()
     assert (
@@ -172,6 +173,42 @@ def test_the_file_goes_into_the_cas_once(tmp_path, source):
     assert all(m["extra"]["files"] == 0 and m["records_in"] > 0 for m in ranges)
 
 
+def plan(store: ObjectStore, batch: str, config: PipelineConfigResource) -> list:
+    ctx = StageContext(store, batch, config)
+    return land.STAGE.plan(replace(ctx, side=land.STAGE.side_inputs(ctx)))
+
+
+def test_the_plan_cuts_from_the_manifest_index_as_a_read_would(tmp_path, source, monkeypatch):
+    store, batch = land_file(tmp_path, "root", source)
+    (entry,) = landing.read_batch_manifest(store, batch).files
+    assert entry["line_index"]["every"] == landing.INDEX_EVERY and len(entry["line_index"]["starts"]) > 2
+    config = settings(land_unit_bytes=SMALL_UNITS)
+
+    def no_read(*args: Any) -> None:
+        raise AssertionError("the plan read the file")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(land, "index_lines", no_read)
+        indexed = plan(store, batch, config)
+    monkeypatch.setattr(landing, "INDEX_EVERY", 1 << 40)  # another writer's manifest: no line index
+    bare_store, bare_batch = land_file(tmp_path, "root-bare", source)
+    assert "line_index" not in landing.read_batch_manifest(bare_store, bare_batch).files[0]
+    assert plan(bare_store, bare_batch, config) == indexed  # the plan that reads the file cuts it the same
+    assert len(indexed) > 3
+
+
+def test_a_manifest_index_that_does_not_tile_the_file_is_not_used(tmp_path, source, caplog):
+    store, batch = land_file(tmp_path, "root", source)
+    config = settings(land_unit_bytes=SMALL_UNITS)
+    expected = plan(store, batch, config)
+    (entry,) = landing.read_batch_manifest(store, batch).files
+    entry = {**entry, "line_index": {**entry["line_index"], "starts": entry["line_index"]["starts"][::-1]}}
+    raw_rel = layout.landed_file(batch, entry["path"])
+    spans = land.line_spans(store, raw_rel, entry, SMALL_UNITS)
+    assert spans == tuple(unit.span for unit in expected[1:])  # read and indexed here instead
+    assert "reading the file to cut it instead" in caplog.text
+
+
 def damage(store: ObjectStore, batch: str, name: str, at: int) -> None:
     path = store.local_path(layout.landed_file(batch, name))
     path.chmod(0o644)
@@ -184,10 +221,19 @@ def quarantined(store: ObjectStore, outcome: StageOutcome) -> list[tuple]:
     return rows(store, outcome.success.rejects, ["reason", "record_index"])
 
 
-def test_a_damaged_file_is_quarantined_once_not_split(tmp_path, source):
+def test_a_file_damaged_after_landing_fails_once_then_is_quarantined_once(tmp_path, source):
+    """The plan trusted the manifest's index: the unit reading the damaged chunk finds it, fails with the
+    file's name and leaves a note; the re-run's plan reads the file, which no longer matches its manifest."""
     store, batch = land_file(tmp_path, "root", source)
     damage(store, batch, source.name, source.stat().st_size // 2)
-    outcome = run_land(store, batch, settings(land_unit_bytes=SMALL_UNITS))
+    ctx = StageContext(store, batch, settings(land_unit_bytes=SMALL_UNITS), {})
+    with pytest.raises(
+        DamagedDataError, match=r"big.jsonl .*changed after it was landed or planned; run land again"
+    ):
+        run_stage(land.STAGE, ctx)
+    (note,) = store.list(layout.rescan_notes("land", batch))
+    assert store.read_json(note)["path"] == source.name
+    outcome = run_stage(land.STAGE, ctx)
     assert len(outcome.success.units) == 1  # not cut: its bytes are not the manifest's
     assert quarantined(store, outcome) == [("checksum_mismatch", -1)]
     counts = outcome.success.counts
@@ -195,20 +241,30 @@ def test_a_damaged_file_is_quarantined_once_not_split(tmp_path, source):
     assert not store.list("cas")
 
 
+def test_a_damaged_file_without_an_index_is_quarantined_once_not_split(tmp_path, source, monkeypatch):
+    monkeypatch.setattr(landing, "INDEX_EVERY", 1 << 40)  # the plan reads the file and sees the damage
+    store, batch = land_file(tmp_path, "root", source)
+    damage(store, batch, source.name, source.stat().st_size // 2)
+    outcome = run_land(store, batch, settings(land_unit_bytes=SMALL_UNITS))
+    assert len(outcome.success.units) == 1
+    assert quarantined(store, outcome) == [("checksum_mismatch", -1)]
+    assert outcome.success.counts.records_rejected == 1 and not store.list("cas")
+
+
 def test_bytes_changed_after_the_plan_fail_the_unit_then_quarantine_once(tmp_path, source, monkeypatch):
     store, batch = land_file(tmp_path, "root", source)
-    planned = land.line_ranges
+    planned = land.line_spans
 
-    def plan_then_damage(*args: Any) -> tuple[LineRange, ...]:
-        ranges = planned(*args)
-        damage(store, batch, source.name, ranges[-1].start + 5)  # a byte in the last range
-        return ranges
+    def plan_then_damage(*args: Any, **kwargs: Any) -> tuple[LineSpan, ...]:
+        spans = planned(*args, **kwargs)
+        damage(store, batch, source.name, spans[-1].start + 5)  # a byte in the last span
+        return spans
 
-    monkeypatch.setattr(land, "line_ranges", plan_then_damage)
+    monkeypatch.setattr(land, "line_spans", plan_then_damage)
     ctx = StageContext(store, batch, settings(land_unit_bytes=SMALL_UNITS), {})
-    with pytest.raises(DamagedDataError, match="changed after the plan"):
+    with pytest.raises(DamagedDataError, match="changed after it was landed or planned"):
         run_stage(land.STAGE, ctx)
-    monkeypatch.setattr(land, "line_ranges", planned)
+    monkeypatch.setattr(land, "line_spans", planned)
     outcome = run_stage(land.STAGE, ctx)  # the re-run plans the file whole: one quarantine, no range output
     assert quarantined(store, outcome) == [("checksum_mismatch", -1)]
     assert outcome.success.counts.records_out == 0

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from fm_assets.engine.line_index import scan_line_ranges
 from fm_assets.transforms.readers import iter_raw_records
-from fm_assets.transforms.readers.line_ranges import iter_jsonl_range, scan_line_ranges
+from fm_assets.transforms.readers.line_ranges import iter_jsonl_range
 
 AWKWARD = (
     b"",
