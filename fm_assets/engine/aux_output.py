@@ -13,19 +13,17 @@ their units to it.
 from __future__ import annotations
 
 import logging
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from fm_assets.engine.integrity import HASH_THREADS, DamagedDataError
+from fm_assets.engine.integrity import DamagedDataError
 from fm_assets.engine.layout import AUX_OUTPUTS
 from fm_assets.engine.records import StageSuccess
 from fm_assets.engine.refs import read_success_at
 from fm_assets.engine.run import ProcessUnit, stage_run_for, units_read
 from fm_assets.engine.stage import StageContext, WorkUnit
-from fm_assets.engine.store import ObjectStore
+from fm_assets.engine.store import ObjectStore, read_parquet_tables
 
 log = logging.getLogger(__name__)
 
@@ -66,15 +64,7 @@ def run_aux_units(
 
 
 def read_aux_table(store: ObjectStore, success: StageSuccess, schema: pa.Schema) -> pa.Table:
-    """An auxiliary output's rows: its part files concatenated in unit order, as ``schema``; read several at a
-    time (a driver reads every unit's file: on a local root Arrow reads each path itself)."""
-
-    def read(part: str) -> pa.Table:
-        if store.is_local:
-            return pq.read_table(store.local_path(part), use_threads=False).cast(schema)
-        with store.open(part) as handle:
-            return pq.read_table(handle, use_threads=False).cast(schema)
-
-    with ThreadPoolExecutor(HASH_THREADS) as pool:
-        tables = list(pool.map(read, success.parts))
+    """An auxiliary output's rows: its part files concatenated in unit order, as ``schema`` (read several at
+    a time: a driver reads every unit's file)."""
+    tables = [table.cast(schema) for table in read_parquet_tables(store, success.parts)]
     return pa.concat_tables(tables) if tables else schema.empty_table()

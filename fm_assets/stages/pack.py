@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 from fm_assets.engine.checks import CheckOutcome, StageCheck
 from fm_assets.engine.records import StageSuccess, UnitMarker
 from fm_assets.engine.stage import Stage, StageContext, UnitContext, UnitResult, WorkUnit
+from fm_assets.engine.store import read_parquet_tables
 from fm_assets.transforms.tokens.packing import gather_pieces, pack_documents
 from fm_assets.transforms.tokens.schemas import (
     MISSING_TOKEN_VALUE,
@@ -116,9 +117,13 @@ class PackStage(Stage):
         units: list[WorkUnit] = []
         group: list[str] = []
         budget = 0
-        for part in ctx.upstream_input.parts:
-            with ctx.store.open(part) as handle:
-                tokens = int(pq.read_table(handle, columns=["n_tokens"])["n_tokens"].to_numpy().sum())
+
+        parts = ctx.upstream_input.parts
+        counts = [
+            int(table["n_tokens"].to_numpy().sum())
+            for table in read_parquet_tables(ctx.store, parts, columns=["n_tokens"])
+        ]
+        for part, tokens in zip(parts, counts, strict=True):
             # close the unit before it would pass the budget: a unit holds at most the budget or one part
             if group and budget + tokens > ctx.settings.pack_tokens_per_unit:
                 units.append(WorkUnit(f"g{len(units):05d}", tuple(group)))
