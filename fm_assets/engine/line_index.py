@@ -17,6 +17,7 @@ line number the index claims, and the driver that planned them read none of the 
 from __future__ import annotations
 
 import codecs
+import contextlib
 import hashlib
 import itertools
 import math
@@ -26,7 +27,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
 
 INDEX_EVERY = 1 << 20  # bytes per chunk (at most): a span is one chunk or more
 READ_CHUNK = 1 << 20
@@ -262,10 +263,21 @@ def _chunk_blocks(raw: Any, chunk: LineRange) -> Iterator[bytes]:
         yield block
 
 
-def check_span(path: Path, span: LineSpan) -> str | None:
-    """What in the file at ``path`` no longer matches ``span`` (its bytes, its line count, its start on a line
-    start), or None: the unit's check before it trusts the bytes the plan never read."""
-    with open(path, "rb") as raw:
+@contextlib.contextmanager
+def opened(source: Path | IO[bytes]) -> Iterator[IO[bytes]]:
+    """``source`` as an open binary file: a path is opened (and closed after), an open file is used as is (a
+    store's file: on S3 its reads are ranged requests, so a unit reading one span never downloads the file)."""
+    if isinstance(source, Path):
+        with open(source, "rb", buffering=READ_CHUNK) as raw:
+            yield raw
+    else:
+        yield source
+
+
+def check_span(source: Path | IO[bytes], span: LineSpan) -> str | None:
+    """What in the file (a path or an open binary file) no longer matches ``span`` (its bytes, its line count,
+    its start on a line start), or None: the unit's check before it trusts the bytes the plan never read."""
+    with opened(source) as raw:
         if span.start > 0:
             raw.seek(span.start - 1)
             if raw.read(1) != b"\n":

@@ -245,13 +245,11 @@ class LandStage(Stage):
         """Parse one planned span of a file, once its bytes and line count are the line index's; returns its
         records in."""
         ctx = unit.partition
-        with ctx.store.local_copy(raw_rel) as local:
-            stale = check_span(local, span)
+        with ctx.store.open(raw_rel) as raw:  # on S3, ranged reads of this span: the file is not downloaded
+            stale = check_span(raw, span)
             if stale is not None:  # the plan read no byte of it: these are not what was landed or scanned
                 raise self._changed_after_plan(unit, entry, stale)
-            items = iter_jsonl_range(
-                local, span, max_record_bytes=DEFAULT_MAX_RECORD_BYTES, text_field="text"
-            )
+            items = iter_jsonl_range(raw, span, max_record_bytes=DEFAULT_MAX_RECORD_BYTES, text_field="text")
             return self._emit(unit, entry, items)
 
     @staticmethod

@@ -268,3 +268,44 @@ def test_bytes_changed_after_the_plan_fail_the_unit_then_quarantine_once(tmp_pat
     outcome = run_stage(land.STAGE, ctx)  # the re-run plans the file whole: one quarantine, no range output
     assert quarantined(store, outcome) == [("checksum_mismatch", -1)]
     assert outcome.success.counts.records_out == 0
+
+
+def test_ranges_on_an_s3_root_land_the_local_rows_without_downloading_the_file(
+    tmp_path, source, s3_env, monkeypatch
+):
+    """On S3 each span's unit reads its own bytes (ranged reads); only the whole-file unit fetches the file,
+    for the CAS copy. The rows are the local root's."""
+    from fm_assets.defs.resources.object_store import ObjectStoreResource
+
+    root = f"s3://{s3_env['bucket']}/ranges-{tmp_path.name}"
+    s3 = ObjectStoreResource(root=root, s3_endpoint_url=s3_env["endpoint"]).store()
+    batch = land_batch(
+        s3, source, source="web", license_id="MIT", namespace="cloud", batch_id="b-ranges"
+    ).batch
+    fetched: list[str] = []
+    local_copy = ObjectStore.local_copy
+
+    def counted(self: ObjectStore, rel: str):
+        fetched.append(rel)
+        return local_copy(self, rel)
+
+    monkeypatch.setattr(ObjectStore, "local_copy", counted)
+    on_s3 = run_land(s3, batch, settings(land_unit_bytes=SMALL_UNITS))
+    monkeypatch.setattr(ObjectStore, "local_copy", local_copy)
+    assert len(on_s3.success.units) > 3
+    assert fetched.count(layout.landed_file(batch, source.name)) == 1  # the CAS copy's, not one per span
+
+    store, local_batch = land_file(tmp_path, "root-local", source)
+    local = run_land(store, local_batch, settings(land_unit_bytes=SMALL_UNITS))
+    columns = ["doc_id", "record_index", "text", "cas_hash"]
+
+    def s3_rows(rels: list[str]) -> list[tuple]:
+        out = []
+        for rel in rels:
+            with s3.open(rel) as handle:
+                out.extend(
+                    tuple(r[c] for c in columns) for r in pq.read_table(handle, columns=columns).to_pylist()
+                )
+        return out
+
+    assert s3_rows(on_s3.success.parts) == rows(store, local.success.parts, columns)

@@ -10,20 +10,21 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
-from fm_assets.engine.line_index import LineRange, LineSpan, open_span
+from fm_assets.engine.line_index import LineRange, LineSpan, open_span, opened
 
-from .compressed import READ_CHUNK
 from .jsonl import iter_jsonl_lines
 from .types import RawRecord, RawReject
 
 
 def iter_jsonl_range(
-    path: Path, span: LineRange | LineSpan, *, max_record_bytes: int, text_field: str
+    source: Path | IO[bytes], span: LineRange | LineSpan, *, max_record_bytes: int, text_field: str
 ) -> Iterator[RawRecord | RawReject]:
-    """The records and rejects of the plain JSONL file ``path`` whose lines lie in ``span``: record indices
-    and byte offsets are the file's own. Never ``empty_file`` (that is decided for the whole file)."""
-    with open(path, "rb", buffering=READ_CHUNK) as raw:
+    """The records and rejects of the plain JSONL file (a path or an open binary file) whose lines lie in
+    ``span``: record indices and byte offsets are the file's own. Never ``empty_file`` (that is decided for the
+    whole file)."""
+    with opened(source) as raw:
         yield from iter_jsonl_lines(
             open_span(raw, span.start, span.end),
             max_record_bytes=max_record_bytes,
