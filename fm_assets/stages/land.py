@@ -88,6 +88,8 @@ class LandStage(Stage):
     code_version = "land-v7"
     upstream = None
     description = "Raw files -> content-addressed store -> parsed document records (bad input quarantined)."
+    # lxml: the units parse pages, the driver does not
+    worker_modules = ("fm_assets.transforms.readers.html_text",)
 
     def config(self, ctx: StageContext) -> dict[str, Any]:
         return {

@@ -12,10 +12,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-import lxml.etree
-
 from .detect import HTML, MARKDOWN
-from .html_text import extract_html_text
 from .types import CORRUPT_FILE, INVALID_UTF8, MISSING_TEXT, RECORD_TOO_LARGE, RawRecord, RawReject, reject
 
 _BOM = b"\xef\xbb\xbf"
@@ -67,6 +64,12 @@ def iter_document(path: Path, fmt: str, *, max_record_bytes: int) -> Iterator[Ra
     meta: dict[str, str] = {"source_file": path.name}
     url = None
     if fmt == HTML:
+        # lxml only where a page is parsed: a driver that imports the readers never loads it (land names this
+        # module in its worker_modules, so the unit workers start with it)
+        import lxml.etree
+
+        from .html_text import extract_html_text
+
         try:
             # Re-encoded as UTF-8 so libxml2 never has to know the declared charset's name.
             extracted = extract_html_text(data if encoding == "utf-8" else decoded.encode("utf-8"))
