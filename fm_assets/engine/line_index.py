@@ -23,11 +23,12 @@ import itertools
 import math
 import re
 from collections import deque
-from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
+
+from fm_assets.engine.hashing import HashThread
 
 INDEX_EVERY = 1 << 20  # bytes per chunk (at most): a span is one chunk or more
 READ_CHUNK = 1 << 20
@@ -58,44 +59,6 @@ class LineScan:
     lines: int = 0  # the file's ``\n`` bytes
 
 
-class _HashThread:
-    """sha256 digests of a stream of buffers, computed on a thread of its own (hashlib releases the GIL on
-    large buffers): ``feed`` a buffer, ``cut`` to end the current digest. Buffers are taken in order, at most
-    ``backlog`` of them waiting, so a reader faster than the hash holds a bounded amount of the file."""
-
-    def __init__(self, backlog: int = 8) -> None:
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="line-ranges-hash")
-        self._pending: deque[Future[None]] = deque()
-        self._backlog = backlog
-        self._digest = hashlib.sha256()
-        self.digests: list[str] = []
-
-    def _submit(self, fn: Callable[[], None]) -> None:
-        while len(self._pending) >= self._backlog:
-            self._pending.popleft().result()
-        self._pending.append(self._pool.submit(fn))
-
-    def feed(self, data: memoryview) -> None:
-        if len(data):
-            self._submit(lambda: self._digest.update(data))
-
-    def cut(self) -> None:
-        def finish() -> None:
-            self.digests.append(self._digest.hexdigest())
-            self._digest = hashlib.sha256()
-
-        self._submit(finish)
-
-    def close(self) -> list[str]:
-        """The digests cut so far, once every buffer fed is hashed."""
-        try:
-            while self._pending:
-                self._pending.popleft().result()
-        finally:
-            self._pool.shutdown()
-        return self.digests
-
-
 def scan_line_ranges(stream: ByteStream, size: int, pieces: int, chunk_size: int = READ_CHUNK) -> LineScan:
     """Read ``stream`` (``size`` bytes expected) once and cut it into at most ``pieces`` line-aligned ranges.
 
@@ -104,7 +67,7 @@ def scan_line_ranges(stream: ByteStream, size: int, pieces: int, chunk_size: int
     ranges' are computed on two threads beside the one that reads and finds the cuts (on a 100 MB file the
     three passes took 0.165 s one after the other)."""
     targets = deque(size * k // pieces for k in range(1, pieces))
-    whole, parts = _HashThread(), _HashThread()
+    whole, parts = HashThread(), HashThread()
     cuts: list[tuple[int, int, int]] = []  # (start, end, first line) of each range
     start = first_line = 0
     position = lines = 0

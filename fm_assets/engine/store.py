@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from fm_assets.engine import layout
-from fm_assets.engine.hashing import sha256_file
+from fm_assets.engine.hashing import copy_with_sha256, sha256_file
 from fm_assets.engine.identifiers import check_relative
 from fm_assets.engine.storage_errors import StorageUnavailableError, redact, translate_storage_error
 
@@ -218,6 +218,23 @@ class ObjectStore:
                 os.replace(tmp, self.local_path(rel))
         else:
             self.fs.put_file(str(local), self.uri(rel))
+
+    def put_file_hashed(self, local: str | Path, rel: str, expected: str) -> str:
+        """Copy a local file into the store, published (atomically) only when its sha256 is ``expected``;
+        returns the sha256 of the bytes read. On a local root the file is read once, hashed while copied."""
+        if self.is_local:
+            # built in the root's scratch area (same filesystem): bytes that are refused leave no folder
+            with self.staging_dir() as staging:
+                actual = copy_with_sha256(local, staging / "copy")
+                if actual == expected:
+                    target = self.local_path(rel)
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    os.replace(staging / "copy", target)
+            return actual
+        actual = sha256_file(local)
+        if actual == expected:
+            self.fs.put_file(str(local), self.uri(rel))
+        return actual
 
     def put_dir(self, local_dir: str | Path, rel: str, *, last: str | None = None) -> None:
         """Copy a local folder tree into the store; ``last`` (a file name at the top) is written after the rest."""

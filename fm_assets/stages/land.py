@@ -197,8 +197,8 @@ class LandStage(Stage):
         ctx = unit.partition
         rel_in_batch, sha = entry["path"], entry["sha256"]
         with ctx.store.local_copy(raw_rel) as local:
-            actual = sha256_file(local)
-            if actual != sha:  # the landed bytes are not what _batch.json promised: quarantine the file
+            stored, actual = verify_into_cas(ctx.store, local, sha, ctx.batch)
+            if stored is None:  # the landed bytes are not what _batch.json promised: quarantine the file
                 unit.reject(
                     None,
                     "checksum_mismatch",
@@ -208,7 +208,7 @@ class LandStage(Stage):
                     text="",
                 )
                 return 1
-            self._store_in_cas(ctx, local, sha, extra)
+            self._count_cas(extra, stored)
             return self._emit(unit, entry, iter_raw_records(local))
 
     @staticmethod
@@ -235,11 +235,11 @@ class LandStage(Stage):
         """Verify a ranged file whole (the plan found it to be the manifest's) and put it into the CAS."""
         ctx = unit.partition
         with ctx.store.local_copy(raw_rel) as local:
-            actual = sha256_file(local)
-            if actual != entry["sha256"]:
+            stored, actual = verify_into_cas(ctx.store, local, entry["sha256"], ctx.batch)
+            if stored is None:
                 found = f"sha256 {actual[:12]}, landed as {entry['sha256'][:12]}"
                 raise self._changed_after_plan(unit, entry, found)
-            self._store_in_cas(ctx, local, entry["sha256"], extra)
+            self._count_cas(extra, stored)
 
     def _land_range(
         self, unit: UnitContext, raw_rel: str, entry: dict[str, Any], span: LineSpan, extra: dict[str, Any]
@@ -255,8 +255,7 @@ class LandStage(Stage):
             return self._emit(unit, entry, items)
 
     @staticmethod
-    def _store_in_cas(ctx: StageContext, local: Path, sha: str, extra: dict[str, Any]) -> None:
-        stored = put_in_cas(ctx.store, local, sha, ctx.batch)
+    def _count_cas(extra: dict[str, Any], stored: str) -> None:
         if stored != "stored":
             extra[f"cas_{stored}_files"] += 1
 
@@ -358,6 +357,18 @@ def _manifest_index(entry: dict[str, Any]) -> LineIndex | None:
     except LineIndexError as exc:
         log.warning("%s: %s; reading the file to cut it instead", entry["path"], exc)
         return None
+
+
+def verify_into_cas(store: ObjectStore, local: Path, sha: str, batch: str) -> tuple[str | None, str]:
+    """``local`` into the CAS under ``sha`` when its bytes are ``sha``'s: (what happened, as ``put_in_cas``
+    says, or None when they are not and nothing was written; the sha256 of ``local``'s bytes). A new object
+    costs one read of ``local``, hashed while it is copied."""
+    rel = layout.cas_object(sha)
+    if not store.exists(rel):
+        actual = store.put_file_hashed(local, rel, sha)
+        return ("stored" if actual == sha else None), actual
+    actual = sha256_file(local)
+    return (put_in_cas(store, local, sha, batch) if actual == sha else None), actual
 
 
 def put_in_cas(store: ObjectStore, local: Path, sha: str, batch: str) -> str:
