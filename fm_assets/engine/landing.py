@@ -25,8 +25,8 @@ sidecar existed are legacy: read unverified, with a warning.
 
 A text file (no NUL byte in its first 4 kB) bigger than ``line_index.INDEX_EVERY`` gets a line index in its
 manifest entry (``line_index``: line-aligned chunks with their first line numbers and sha256s), taken in the
-read that copies it into the batch: land cuts a big JSONL file into byte-range units from it without reading the file in
-its plan, and each unit verifies the chunks it reads against it.
+read that copies it into the batch: land's plan cuts a big JSONL file into byte-range units from it without
+reading the file, and each unit verifies the chunks it reads against it.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from fm_assets.engine import spdx
+from fm_assets.engine.hashing import copy_stream_with_sha256
 from fm_assets.engine.identifiers import (
     IDENTIFIER_PATTERN,
     InvalidIdentifierError,
@@ -237,15 +238,11 @@ class _Tee:
 
 
 def _copy_into(handle: IO[bytes], out: IO[bytes], size: int, indexed: bool) -> tuple[str, LineIndex | None]:
-    """Copy ``handle`` to ``out``: the bytes' sha256, and their line index when ``indexed`` (the whole and the
-    chunk digests on threads of their own beside the copy)."""
-    tee = _Tee(handle, out)
+    """Copy ``handle`` to ``out``: the bytes' sha256, and their line index when ``indexed`` (the digests on
+    threads of their own beside the copy)."""
     if indexed:
-        return index_lines(tee, size)
-    digest = hashlib.sha256()
-    while block := tee.read(_CHUNK):
-        digest.update(block)
-    return digest.hexdigest(), None
+        return index_lines(_Tee(handle, out), size)
+    return copy_stream_with_sha256(handle, out, _CHUNK), None
 
 
 def _copy_walked(store: ObjectStore, file: SourceFile, rel: str, sha: str) -> LineIndex | None:

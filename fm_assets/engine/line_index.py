@@ -1,6 +1,6 @@
-"""A text file's line index: line-aligned chunks of about ``INDEX_EVERY`` bytes, each with its first line number
-and sha256, taken when the file is landed, so that a stage can cut the file into byte-range units without
-reading it again.
+"""A text file's line index: line-aligned chunks of about ``INDEX_EVERY`` bytes, each with its first line
+number and sha256, taken when the file is landed, so that a stage can cut the file into byte-range units
+without reading it again.
 
 ``scan_line_ranges`` makes one bounded-memory pass over a file: its sha256, ``pieces - 1`` cut points (the
 first byte after the first ``\\n`` at or past ``k * size / pieces``), each range's first line number (the
@@ -228,8 +228,9 @@ def _chunk_blocks(raw: Any, chunk: LineRange) -> Iterator[bytes]:
 
 @contextlib.contextmanager
 def opened(source: Path | IO[bytes]) -> Iterator[IO[bytes]]:
-    """``source`` as an open binary file: a path is opened (and closed after), an open file is used as is (a
-    store's file: on S3 its reads are ranged requests, so a unit reading one span never downloads the file)."""
+    """``source`` as an open binary file: a path is opened (and closed after), an open file is used as is
+    (a store's file: on S3 its reads are ranged requests, so a unit reading one span never downloads the
+    file)."""
     if isinstance(source, Path):
         with open(source, "rb", buffering=READ_CHUNK) as raw:
             yield raw

@@ -17,25 +17,21 @@ import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import BinaryIO
 
 import zstandard
+
+from fm_assets.engine.line_index import READ_CHUNK, ByteStream
 
 from .bounded import DEFAULT_LIMITS, CountingReader, DecompressionBombError, GuardedReader
 from .detect import JSONL, JSONL_GZ, JSONL_ZST
 from .types import ARCHIVE_BOMB, CORRUPT_FILE, TRUNCATED_ARCHIVE
-
-READ_CHUNK = 1 << 20
 
 
 class ArchiveError(Exception):
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
         self.reason = reason
-
-
-class ByteStream(Protocol):
-    def read(self, size: int, /) -> bytes: ...
 
 
 def _gzip_reader(fileobj: BinaryIO) -> gzip.GzipFile:
