@@ -28,7 +28,7 @@ from fm_assets.engine.layout import AUX_OUTPUTS
 from fm_assets.engine.records import PriorOutput, UnitMarker
 from fm_assets.engine.refs import earlier_outputs
 from fm_assets.engine.stage import SideInputs, StageContext, UnitResult, WorkUnit
-from fm_assets.engine.store import ObjectStore, iter_parquet_batches
+from fm_assets.engine.store import ObjectStore, iter_parquet_batches, read_parquet_tables
 from fm_assets.engine.unit_writer import UnitWriter
 
 KEY = "key"  # the key column of the ``keys`` auxiliary output
@@ -82,11 +82,14 @@ class ExactDedupStage(RemovalStage):
     def _earlier_keys(self, ctx: StageContext) -> pa.Table:
         """(key, doc_id, batch) of the keys the earlier batches kept, oldest batch first."""
         key = self.dedup_key
+        priors: list[PriorOutput] = list(ctx.side.data)
+        read = read_parquet_tables(
+            ctx.store,
+            [layout.in_output(prior.prefix, key.index_file) for prior in priors],
+            columns=[key.index_field.name, "doc_id"],
+        )
         tables = []
-        prior: PriorOutput
-        for prior in ctx.side.data:
-            with ctx.store.open(layout.in_output(prior.prefix, key.index_file)) as handle:
-                table = pq.read_table(handle, columns=[key.index_field.name, "doc_id"])
+        for prior, table in zip(priors, read, strict=True):
             tables.append(
                 pa.table(
                     [
