@@ -26,6 +26,7 @@ from typing import Any, Literal
 import pyarrow as pa
 
 from fm_assets.engine import layout
+from fm_assets.engine.beside_units import beside_units
 from fm_assets.engine.hashing import sha256_file, stable_hash
 from fm_assets.engine.integrity import (
     DamagedDataError,
@@ -618,14 +619,17 @@ def run_stage(stage: Stage, ctx: StageContext) -> StageOutcome:
     units = stage.plan(ctx)
     if upstream_success is not None:
         verify_upstream(run, ctx.store, upstream_success, units)
-    with metered_spread(run.driver_spread):
-        prepared = stage.prepare(ctx, units, run.prefix)
-
-    def complete(markers: list[UnitMarker]) -> dict[str, Any]:
+    with beside_units(run.label) as beside:
         with metered_spread(run.driver_spread):
-            return stage.complete(ctx, prepared, run.prefix, markers)
+            prepared = stage.prepare(ctx, units, run.prefix)
+        beside.start()  # what prepare handed over runs on a driver thread while the units run
 
-    return run.execute(units, StageUnits(stage, ctx, prepared), on_complete=complete)
+        def complete(markers: list[UnitMarker]) -> dict[str, Any]:
+            beside.wait()
+            with metered_spread(run.driver_spread):
+                return stage.complete(ctx, prepared, run.prefix, markers)
+
+        return run.execute(units, StageUnits(stage, ctx, prepared), on_complete=complete)
 
 
 def stage_run_for(

@@ -12,18 +12,23 @@ rather than run against a partial set; when near-dup is disabled it reads no ear
 
 from __future__ import annotations
 
+import logging
+import time
 from typing import Any
 
 import pyarrow as pa
 
 from fm_assets.engine import layout
 from fm_assets.engine.aux_output import AUX_OUTPUTS, read_aux_table, run_aux_units
+from fm_assets.engine.beside_units import run_beside_units
 from fm_assets.engine.kinds.removal import RemovalDecision
 from fm_assets.engine.kinds.spark_removal import SparkRemovalStage
 from fm_assets.engine.records import PriorOutput, UnitMarker
 from fm_assets.engine.refs import earlier_outputs
 from fm_assets.engine.stage import SideInputs, StageContext, units_from_parts
 from fm_assets.transforms.dedup.near_dup.config import NearDedupConfig
+
+log = logging.getLogger(__name__)
 
 BAND_INDEX = "band_index"  # a folder: bands/ and signatures/ parquet files plus _SUCCESS.json
 
@@ -63,6 +68,7 @@ class NearDedupStage(SparkRemovalStage):
 
         priors: list[PriorOutput] = ctx.side.data
         store = ctx.store
+        index_rel = layout.in_output(output_prefix, BAND_INDEX)
         with store.staging_dir() as staging:
             prior_paths = []
             for prior in priors:
@@ -81,8 +87,26 @@ class NearDedupStage(SparkRemovalStage):
                 str(out_index),
                 self.dedup_config(ctx),
                 signatures=lambda: self.signatures(ctx, aux),
+                defer_index=True,
             )
-            store.put_dir(out_index, layout.in_output(output_prefix, BAND_INDEX), last=layout.SUCCESS)
+            if outcome.write_index is None:  # the Spark path wrote it
+                store.put_dir(out_index, index_rel, last=layout.SUCCESS)
+        write_index = outcome.write_index
+        if write_index is not None:  # the units need only the removals: the index is written beside them
+
+            def publish_index() -> None:  # shares nothing with the units' payload (pickled meanwhile)
+                started = time.perf_counter()
+                with store.staging_dir() as staging:
+                    rows = write_index(staging / BAND_INDEX)
+                    store.put_dir(staging / BAND_INDEX, index_rel, last=layout.SUCCESS)
+                log.info(
+                    "near_dedup[%s]: band index of %d documents written beside the units in %.3f s",
+                    ctx.batch,
+                    rows,
+                    time.perf_counter() - started,
+                )
+
+            run_beside_units(publish_index)
         removed = {}
         for row in outcome.removed.to_pylist():
             details = {

@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 
 from fm_assets.engine import layout
 from fm_assets.engine.aux_output import read_aux_table, run_aux_units
+from fm_assets.engine.beside_units import run_beside_units
 from fm_assets.engine.kinds.removal import RemovalDecision, Removals, RemovalStage
 from fm_assets.engine.layout import AUX_OUTPUTS
 from fm_assets.engine.records import PriorOutput, UnitMarker
@@ -148,7 +149,11 @@ class ExactDedupStage(RemovalStage):
                 "doc_id": ids.take(survivors).cast(pa.string()),
             }
         ).combine_chunks()
-        return RemovalDecision(removed, {"kept": kept, AUX_OUTPUTS: [aux]})
+        # the units need only the removals: the kept keys are written while they run (and stay out of the
+        # units' payload)
+        rel = layout.in_output(output_prefix, key.index_file)
+        run_beside_units(lambda: self._write_kept(ctx.store, kept, rel))
+        return RemovalDecision(removed, {"kept": kept.num_rows, AUX_OUTPUTS: [aux]})
 
     def _batch_keys(self, ctx: StageContext, units: list[WorkUnit]) -> tuple[pa.Table, str]:
         """(doc_id, key) of every record in unit then row order, computed by units of the ``keys`` output
@@ -170,17 +175,17 @@ class ExactDedupStage(RemovalStage):
     def complete(
         self, ctx: StageContext, prepared: RemovalDecision, output_prefix: str, markers: list[UnitMarker]
     ) -> dict[str, Any]:
-        kept: pa.Table = prepared.artifacts["kept"]
-        name = self.dedup_key.index_file
-        rel = layout.in_output(output_prefix, name)
-        with ctx.store.staging_dir() as staging:
-            pq.write_table(kept, staging / name, compression="zstd")
-            ctx.store.put_file(staging / name, rel)
         return {
-            self.dedup_key.artifact: rel,
-            "kept": kept.num_rows,
+            self.dedup_key.artifact: layout.in_output(output_prefix, self.dedup_key.index_file),
+            "kept": prepared.artifacts["kept"],
             AUX_OUTPUTS: list(prepared.artifacts.get(AUX_OUTPUTS, [])),
         }
+
+    def _write_kept(self, store: ObjectStore, kept: pa.Table, rel: str) -> None:
+        name = self.dedup_key.index_file
+        with store.staging_dir() as staging:
+            pq.write_table(kept, staging / name, compression="zstd")
+            store.put_file(staging / name, rel)
 
 
 @dataclass(frozen=True)

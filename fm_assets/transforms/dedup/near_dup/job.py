@@ -66,18 +66,21 @@ def run_near_dedup(
     out_index_path: str,
     config: NearDedupConfig,
     signatures: Callable[[], pa.Table] | None = None,
+    defer_index: bool = False,
 ) -> NearDedupOutcome:
     """Remove near-duplicates of this batch (against itself and the prior index); write its index.
 
     ``spark`` is a SparkSession or a zero-argument callable returning one; the callable is called only
     when the Spark path runs, so a small batch never starts a JVM. ``stats["engine"]`` says which ran.
     ``signatures``: the in-process path's signature rows computed elsewhere (``run_local_near_dedup``).
+    ``defer_index``: the in-process path returns its index write (``NearDedupOutcome.write_index``) instead
+    of writing it; the Spark path always writes it.
     """
     n_docs = count_rows(docs_parquet)
     if choose_engine(n_docs, prior_index_paths, config) == "local":
         try:
             return run_local_near_dedup(
-                docs_parquet, prior_index_paths, out_index_path, config, n_docs, signatures
+                docs_parquet, prior_index_paths, out_index_path, config, n_docs, signatures, defer_index
             )
         except LocalUnsupported as exc:
             logger.info("near-dup: in-process path not applicable (%s); running on Spark", exc)

@@ -109,12 +109,15 @@ def run_local_near_dedup(
     config: NearDedupConfig,
     n_docs: int | None = None,
     signatures: Callable[[], pa.Table] | None = None,
+    defer_index: bool = False,
 ) -> NearDedupOutcome:
     """:func:`.job.run_near_dedup` without Spark: the same removed table, index files and stats keys.
 
     ``signatures``: computes the batch's signature rows elsewhere (the stage's signature units, spread over
     its workers) as ``signature_units.PLACED_SCHEMA`` (``part``: an index into ``docs_parquet``), called once
-    the files' schemas passed the checks (the rows' ids are checked after); None computes them here."""
+    the files' schemas passed the checks (the rows' ids are checked after); None computes them here.
+    ``defer_index``: return the index write as ``NearDedupOutcome.write_index`` instead of writing it (the
+    removals are known without it: the stage writes it while its units apply them)."""
     phases = Phases()
     bands, rows = config.lsh()
     if signatures is None:
@@ -215,9 +218,12 @@ def run_local_near_dedup(
     phases.lap("survivors")
 
     kept = hashed.filter(pc.invert(pc.is_in(hashed.column("doc_id"), value_set=removed.column("doc_id"))))
-    index_rows = write_index_arrow(
-        kept.select(["doc_id", "quality_score", "signature", "bands"]), Path(out_index_path), config
-    )
+    kept = kept.select(["doc_id", "quality_score", "signature", "bands"])
+
+    def write_index(out: Path) -> int:
+        return write_index_arrow(kept, out, config)
+
+    index_rows = kept.num_rows if defer_index else write_index(Path(out_index_path))
     phases.lap("index")
 
     stats = outcome_stats(
@@ -234,4 +240,6 @@ def run_local_near_dedup(
         phases=phases,
     )
     logger.info("near-dup dedup (in-process): %s", stats)
-    return NearDedupOutcome(removed=removed, index_rows=index_rows, stats=stats)
+    return NearDedupOutcome(
+        removed=removed, index_rows=index_rows, stats=stats, write_index=write_index if defer_index else None
+    )

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 import pyarrow as pa
@@ -17,8 +19,11 @@ Engine = Literal["local", "spark"]
 @dataclass
 class NearDedupOutcome:
     removed: pa.Table  # REMOVED_SCHEMA, sorted by doc_id
-    index_rows: int  # documents written to the band index
+    index_rows: int  # documents written to the band index (or to be written by ``write_index``)
     stats: dict = field(default_factory=dict)
+    # the in-process path asked to defer its index (``defer_index``): writes it to the folder it is given,
+    # returns the documents written; None once the call wrote it to its ``out_index_path``
+    write_index: Callable[[Path], int] | None = None
 
 
 class Phases:
