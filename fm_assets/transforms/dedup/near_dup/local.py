@@ -92,7 +92,8 @@ def _prior_entries(
     """``candidates.prior_index`` in-process: prior band rows in this batch's buckets and not of a batch
     document, and the prior nodes they name (the others join nothing on the Spark path either)."""
     bands, sigs = read_index_arrow(prior_index_paths)
-    buckets = batch_bands.select(["band", "band_hash"]).group_by(["band", "band_hash"]).aggregate([])
+    # a semi join emits each prior row once however many batch rows share its bucket: no distinct needed
+    buckets = batch_bands.select(["band", "band_hash"])
     bands = bands.join(buckets, keys=["band", "band_hash"], join_type="left semi")
     bands = bands.filter(pc.invert(pc.is_in(bands.column("doc_id"), value_set=batch_ids)))
     named = pc.unique(bands.column("doc_id"))
