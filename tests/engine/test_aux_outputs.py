@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import random
 import shutil
 from pathlib import Path
@@ -102,14 +103,18 @@ def file_digests(folder: Path) -> dict[str, str]:
 
 
 def test_signature_units_on_two_workers_equal_one_worker_and_the_driver_path(
-    until_blocklist: Path, tmp_path: Path
+    until_blocklist: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="fm_assets.stages.near_dedup")
     runs = {}
     for workers in (1, 2):
         store = copy_root(until_blocklist, tmp_path / f"w{workers}")
         outcome = near_dedup(store, workers)
         runs[workers] = (store, outcome)
     (store1, one), (store2, two) = runs[1], runs[2]
+    # the band index was written while the removal units ran (engine.beside_units), not before them
+    beside = [r for r in caplog.records if "written beside the units" in r.getMessage()]
+    assert len(beside) == 2 and all(r.threadName.startswith("beside-units") for r in beside)
     assert one.data_version == two.data_version
     assert file_digests(Path(store1.root) / one.prefix) == file_digests(Path(store2.root) / two.prefix)
     sigs1, sigs2 = signatures_folder(store1), signatures_folder(store2)
