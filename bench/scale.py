@@ -20,7 +20,9 @@ upstream checks, complete, commit), unit seconds (the sum of every unit's own wa
 measured seconds handed to n workers in waves, largest input first as the executor does (``unit_s_max`` is
 the slowest unit); the gap between the two is what uneven waves cost. The run's own fixed cost (Dagster run set-up,
 event writes, release, views: the run's wall minus its stages' walls) is reported as ``outside_stages_s``
-and counted as serial in the whole-run projection. A host without pyspark runs near_dedup in-process, as any
+and counted as serial in the whole-run projection; ``batch_path`` is the same projection without the release
+run, what each batch pays when releases are coalesced (the daemon's ``release_after_preprocess`` sensor, a
+backfill's one ``fm run``). A host without pyspark runs near_dedup in-process, as any
 host does while a batch plus its earlier batches stay under ``local_max_docs`` (the in-process path imports no
 pyspark); only a root over that limit, whose near_dedup would need Spark, runs it as a pass-through. A host
 without lance skips the Lance views. What was skipped is named in ``notes``.
@@ -464,6 +466,26 @@ def run_projection(
     }
 
 
+RELEASE_SPREAD = (
+    "curated_documents",
+    "documents_lance",
+)  # spread_outside_stages items inside the release run
+
+
+def batch_path_projection(
+    wall: float, split: dict[str, dict], spread: Sequence[dict], workers: int, timeline: dict[str, Any]
+) -> dict | None:
+    """``run_projection`` of the run without its release run (from the preprocess run's end to the release
+    run's end; the exit stays): what each batch pays when releases are coalesced, as the daemon's
+    ``release_after_preprocess`` sensor and a backfill's one ``fm run`` do. None without a release run."""
+    release = timeline.get("release_run_s")
+    if release is None:
+        return None
+    batch_wall = wall - release + float(timeline.get("last_run_to_exit_s") or 0.0)
+    kept = [item for item in spread if item["what"] not in RELEASE_SPREAD]
+    return run_projection(batch_wall, split, kept, workers)
+
+
 def start_up_seconds(env: dict[str, str]) -> float:
     """What a fresh process pays before a step can run: importing the code location and building Definitions."""
     code = "import fm_assets.definitions"
@@ -507,7 +529,10 @@ def workers_case(
             root = workdir / "roots" / name
             spread = spread_outside_stages(root, case["split"], workers)
             run = run_projection(case["wall_s"], case["split"], spread, workers)
-            splits[workers] = {"stages": case["split"], "run": run}
+            batch_path = batch_path_projection(
+                case["wall_s"], case["split"], spread, workers, case["timeline"]
+            )
+            splits[workers] = {"stages": case["split"], "run": run, "batch_path": batch_path}
             timelines[workers] = case["timeline"]
             shards[workers] = shard_digests(workdir / "roots" / name, case["batch"])
     ratios = sorted(one / other for one, other in zip(walls[few], walls[many], strict=True))
