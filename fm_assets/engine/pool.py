@@ -628,11 +628,14 @@ def run_on_processes(
     on_done: OnDone,
     advance: Advance,
     passthrough: tuple[type[BaseException], ...] = (),
+    scratch: Path | None = None,
 ) -> None:
     """Run ``tasks`` on the shared pool of ``workers`` processes; the first failure is raised after the
-    units already running have finished (their commits are complete), the rest are cancelled."""
+    units already running have finished (their commits are complete), the rest are cancelled. The workers
+    read the unit job from a file in ``scratch`` (the root's scratch area, which ``fm run`` clears of a
+    killed run's leftovers; default: the system temp folder)."""
     key = uuid.uuid4().hex
-    fd, path = tempfile.mkstemp(prefix="fm-unit-job-", suffix=".pkl")
+    fd, path = tempfile.mkstemp(prefix="fm-unit-job-", suffix=".pkl", dir=scratch)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(payload)

@@ -298,15 +298,17 @@ class StageRun:
             run_in_process(job, tasks, on_done, advance)
             return
         started = time.perf_counter()
-        run_on_processes(
-            self.label,
-            payload,
-            largest_first(tasks, self.upstream_bytes, self.upstream_rows),
-            workers,
-            on_done,
-            advance,
-            (StageContractError, DamagedDataError),
-        )
+        with self.store.staging_dir() as scratch:  # a killed run's job file stays inside the root
+            run_on_processes(
+                self.label,
+                payload,
+                largest_first(tasks, self.upstream_bytes, self.upstream_rows),
+                workers,
+                on_done,
+                advance,
+                (StageContractError, DamagedDataError),
+                scratch=scratch,
+            )
         log.info(
             "%s: %d units on %d worker processes in %.2fs (unit job %.1f MB)",
             self.label,

@@ -57,10 +57,14 @@ def test_kill_minus_nine_then_resume_is_byte_identical(fm_env, real_sample, tmp_
     killed_at = _committed_units(fm_env, "filter")
     assert killed_at >= 1
     assert not list((fm_env / "stages" / "filter").glob("*/*/_SUCCESS.json"))
+    # the unit job the killed driver handed its workers is inside the root's scratch area, not the system's
+    killed_scratch = list((fm_env / ".tmp").glob(f"fm-stage-{proc.pid}-*/fm-unit-job-*.pkl"))
+    assert killed_scratch
 
     resumed = _fm(env, "run", batch)
     _, err = resumed.communicate(timeout=600)
     assert resumed.returncode == 0, err.decode()[-3000:]
+    assert not any(path.exists() for path in killed_scratch)  # the next run cleared the dead run's scratch
     success = read_success(store, "filter", batch)
     assert success.units_skipped == killed_at  # committed units were not redone
     assert success.units_computed == len(success.units) - killed_at
