@@ -466,10 +466,8 @@ def run_projection(
     }
 
 
-RELEASE_SPREAD = (
-    "curated_documents",
-    "documents_lance",
-)  # spread_outside_stages items inside the release run
+# the spread_outside_stages items that run inside the release run
+RELEASE_SPREAD = ("curated_documents", "documents_lance")
 
 
 def batch_path_projection(

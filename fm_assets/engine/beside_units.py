@@ -36,8 +36,7 @@ def run_beside_units(work: Callable[[], object]) -> None:
 class BesideUnits:
     """The work one stage run collected (see :func:`beside_units`)."""
 
-    def __init__(self, label: str) -> None:
-        self.label = label
+    def __init__(self) -> None:
         self.work: list[Callable[[], object]] = []
         self._pool: ThreadPoolExecutor | None = None
         self._future: Future[None] | None = None
@@ -56,18 +55,15 @@ class BesideUnits:
         self._future = self._pool.submit(run_all)
 
     def wait(self) -> None:
-        """Block until the work finished; raise its error."""
+        """Block until the work finished (nothing to do when it was never started); raise its error."""
         if self._future is None:
             return
         try:
             self._future.result()
         finally:
-            self._close()
-
-    def _close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+                self._pool = None
 
 
 @contextlib.contextmanager
@@ -75,20 +71,17 @@ def beside_units(label: str) -> Iterator[BesideUnits]:
     """The scope of one stage run: :func:`run_beside_units` calls inside it are collected on the yielded
     object; leaving the scope waits for whatever was started (its error is logged when the block already
     raised one, raised otherwise)."""
-    collected = BesideUnits(label)
+    collected = BesideUnits()
     token = _PENDING.set(collected.work)
-    failed = False
     try:
         yield collected
     except BaseException:
-        failed = True
+        try:
+            collected.wait()
+        except Exception:
+            log.warning("%s: work beside the units failed too", label, exc_info=True)
         raise
+    else:
+        collected.wait()
     finally:
         _PENDING.reset(token)
-        if collected._future is not None:
-            try:
-                collected.wait()
-            except Exception:
-                if not failed:
-                    raise
-                log.warning("%s: work beside the units failed too", label, exc_info=True)
