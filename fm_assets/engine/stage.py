@@ -174,8 +174,10 @@ class Stage:
         return None
 
     def bytes_per_file(self, ctx: StageContext) -> int | None:
-        """Also roll output past this many bytes of text per part (None: rows only), so a few large files
-        still give downstream stages enough units to spread over workers."""
+        """Also roll output past this many bytes per part (None: rows only), so a few large files still give
+        downstream stages enough units to spread over workers. The bytes are those of each row's string values,
+        provenance (batch, source) included: the same documents landed under another source name may cut
+        elsewhere."""
         return None
 
     def plan(self, ctx: StageContext) -> list[WorkUnit]:
