@@ -20,7 +20,7 @@
 #                             101 MB corpus does not fit beside both: carry it in a second call while the host is
 #                             warm (it keeps /tmp/site) with PARTS=scale CORPUS=.dev/big.jsonl.xz
 # Settings (env): PARTS (default "tests gpu_loader scale workers": the parts to run), OUT (default
-# /tmp/gpu-host), CORPUS, SCALE_WORKERS (default 1,16), SCALE_SECONDS (170), GPU_RUN_SECONDS (6),
+# /tmp/gpu-host), CORPUS, SCALE_WORKERS (default 1,16), SCALE_REPS (1), SCALE_SECONDS (170), GPU_RUN_SECONDS (6),
 # WORKER_COUNTS (1,4,8,15), BUDGET_S (540: the whole pass fits one device call of at most 600 s; each part's
 # time limit is cut to what is left, and a part with under 30 s left is skipped and says so).
 set -u
@@ -84,7 +84,7 @@ fi
 if wanted scale; then
 say "bench/scale.py --workers ${SCALE_WORKERS:-1,16} on $CORPUS"
 part "${SCALE_SECONDS:-170}" python3 bench/scale.py --workers-only --corpus "$CORPUS" --workers "${SCALE_WORKERS:-1,16}" \
-  --reps 1 --workdir .dev/work >"$OUT/scale.json" 2>>"$log"
+  --reps "${SCALE_REPS:-1}" --workdir .dev/work >"$OUT/scale.json" 2>>"$log"
 say "scale rc=$?"
 fi
 
