@@ -51,7 +51,8 @@ elif [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
     .whl/*.whl >>"$log" 2>&1 && export PYTHONPATH=/tmp/site && touch /tmp/site/.installed
   # decontaminate reads its benchmarks as files from these packages' folders (no code of theirs runs)
   [ -f .dev/evalpkgs.tar.xz ] && tar -xJf .dev/evalpkgs.tar.xz -C /tmp/site
-  # nvImageCodec's JPEG extension loads libnvjpeg from the nvidia-nvjpeg wheel
+  # nvImageCodec's JPEG extension loads libnvjpeg from the nvidia-nvjpeg wheel (when nvidia-nvimgcodec-cu13 and
+  # nvidia-nvjpeg wheels are added to .whl for gpu_loader --gpu-codecs nvimgcodec; host_carry.py leaves them out)
   export LD_LIBRARY_PATH=/tmp/site/nvidia/cu13/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
 export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD
