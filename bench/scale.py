@@ -560,6 +560,11 @@ def workers_case(
             "min": round(ratios[0], 3),
             "median": round(statistics.median(ratios), 3),
         },
+        # the last rep's pair from each run's start to its preprocess run's end: the release run and the exit
+        # left out, as a batch pays when releases are coalesced (measured, where batch_path projects)
+        f"speedup_{many}_vs_{few}_until_preprocess_end": round(
+            timelines[few]["until_preprocess_end_s"] / timelines[many]["until_preprocess_end_s"], 3
+        ),
         "identical_shard_bytes": bool(shards[few]) and shards[few] == shards[many],
         "split": splits,
         # where the seconds outside the stages went (the last rep's runs): start-up, Dagster set-up and the
