@@ -14,7 +14,13 @@ from fm_assets.defs.partitions import BATCH_PARTITIONS_NAME
 from fm_assets.engine import progress
 from fm_assets.engine.background_imports import import_in_background
 from fm_assets.engine.landing import list_complete_batches, read_batch_manifest
-from fm_assets.engine.pool import resolve_workers, start_fork_server, start_workers, when_driver_waits
+from fm_assets.engine.pool import (
+    pace_with_driver,
+    resolve_workers,
+    start_fork_server,
+    start_workers,
+    when_driver_waits,
+)
 from fm_assets.engine.store import ObjectStore
 from fm_assets.settings import Settings
 
@@ -118,10 +124,14 @@ def run_batches(
     overlap = ExitStack()
     if release:
         overlap.enter_context(
-            when_driver_waits(lambda: import_in_background(VIEW_LIBRARIES, VIEW_LIBRARIES_FIRST))
+            when_driver_waits(
+                lambda: import_in_background(VIEW_LIBRARIES, VIEW_LIBRARIES_FIRST, pace=pace_with_driver)
+            )
         )
     if any(AssetKey(TOKENIZE_STAGE.name) in keys for keys in selections.values()):
-        overlap.enter_context(when_driver_waits(lambda: choose_encoder_in_background(store)))
+        overlap.enter_context(
+            when_driver_waits(lambda: choose_encoder_in_background(store, pace=pace_with_driver))
+        )
     steps = sum(
         len([k for k in keys if k.to_user_string() in ALL_STAGE_NAMES]) for keys in selections.values()
     )

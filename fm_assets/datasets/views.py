@@ -58,9 +58,13 @@ log = logging.getLogger(__name__)
 
 # what writing the views imports (``fm run`` imports them in the background while its preprocess run works;
 # lance is left out: it warns when a process that imported it forks, as a Spark launch does)
-VIEW_LIBRARIES = (
-    "pyiceberg.catalog.sql",
+VIEW_LIBRARIES = (  # the big ones in ~0.05-0.15 s pieces, each imported while the driver is idle
+    "pyiceberg.avro.file",
+    "pyiceberg.manifest",
     "pyiceberg.table",
+    "pyiceberg.catalog.sql",
+    "pandas",
+    "pyarrow.dataset",
     "pyiceberg.io.pyarrow",
     "pyiceberg.expressions",
     "pyiceberg.partitioning",

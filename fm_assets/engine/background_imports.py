@@ -4,7 +4,9 @@ does other work.
 `fm run` runs the preprocess job and then the release job in one process. The release's libraries
 (pyiceberg, ~0.65 s to import) are imported lazily so that the code location and unit workers start light;
 importing them once the preprocess run's driver waits on its unit workers (``pool.when_driver_waits``) takes
-that time off the end of the run instead of adding it there. With one worker the units run in the driver and
+that time off the end of the run instead of adding it there; module by module, each one started only while
+the driver waits (``pool.pace_with_driver``), so that an import holds the GIL while the driver is idle, not
+while it checks a stage's output or writes Dagster's events. With one worker the units run in the driver and
 there is no idle time to fill, so the libraries are imported where the release needs them, as before.
 
 Python's per-module import locks make a concurrent *import* safe: the release step that imports the same module
@@ -26,10 +28,12 @@ from collections.abc import Callable, Sequence
 log = logging.getLogger(__name__)
 
 
-def import_in_background(modules: Sequence[str], first_here: Sequence[str] = ()) -> threading.Thread:
-    """Import ``first_here`` on this thread, then start importing ``modules`` (in order) on a daemon thread;
-    a module that fails to import is logged and skipped (the code that needs it raises the real error where
-    it imports it)."""
+def import_in_background(
+    modules: Sequence[str], first_here: Sequence[str] = (), pace: Callable[[], object] | None = None
+) -> threading.Thread:
+    """Import ``first_here`` on this thread, then start importing ``modules`` (in order) on a daemon thread,
+    calling ``pace`` before each (``pool.pace_with_driver``: only while the driver is idle); a module that
+    fails to import is logged and skipped (the code that needs it raises the real error where it imports it)."""
     for name in first_here:
         try:
             importlib.import_module(name)
@@ -38,6 +42,8 @@ def import_in_background(modules: Sequence[str], first_here: Sequence[str] = ())
 
     def run() -> None:
         for name in modules:
+            if pace is not None:
+                pace()
             try:
                 importlib.import_module(name)
             except Exception as exc:  # an optional library that is not installed: its user reports it

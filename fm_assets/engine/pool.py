@@ -573,6 +573,27 @@ def _metered(results: list[tuple[R, float]], started: float) -> list[R]:
     return [result for result, _ in results]
 
 
+_DRIVER_WAITING = threading.Event()  # set while a thread of this process waits on its worker pool
+_DRIVER_WAITS = [0]  # how many threads do (a stage's units, and what runs beside them)
+_DRIVER_WAITS_LOCK = threading.Lock()
+# what pace_with_driver waits at most: past it, work in the background goes on beside the driver's own
+DRIVER_PACE_MAX_WAIT_SECONDS = 2.0
+
+
+@contextlib.contextmanager
+def _driver_waits() -> Iterator[None]:
+    with _DRIVER_WAITS_LOCK:
+        _DRIVER_WAITS[0] += 1
+        _DRIVER_WAITING.set()
+    try:
+        yield
+    finally:
+        with _DRIVER_WAITS_LOCK:
+            _DRIVER_WAITS[0] -= 1
+            if not _DRIVER_WAITS[0]:
+                _DRIVER_WAITING.clear()
+
+
 def map_on_workers(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
     """``fn`` over ``items``, results in item order: on the shared worker pool inside ``spread_over(n)`` with
     n >= 2, else in this process. ``fn`` is a module-level function and the items pickle; the first
@@ -585,7 +606,9 @@ def map_on_workers(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
     with shared_pool(_running_pool_size(workers)) as pool:
         futures = [pool.executor.submit(_timed, fn, item) for item in items]
         try:
-            return _metered([future.result() for future in futures], started)
+            with _driver_waits():
+                results = [future.result() for future in futures]
+            return _metered(results, started)
         except cf.process.BrokenProcessPool:
             pool.broken = True
             raise
@@ -608,6 +631,15 @@ def when_driver_waits(start: Callable[[], object]) -> Iterator[None]:
     finally:
         if start in _IDLE_WORK:
             _IDLE_WORK.remove(start)
+
+
+def pace_with_driver(max_wait: float = DRIVER_PACE_MAX_WAIT_SECONDS) -> bool:
+    """Block a background thread until this process's driver waits on its unit workers (at once while it
+    does), at most ``max_wait`` seconds; True if it waits. Work started ``when_driver_waits`` calls it between
+    its pieces, so that a piece (one module's import) holds the GIL while the driver is idle rather than while
+    it runs a check or writes Dagster's events: at 16 workers a stage's units end within a second, and an
+    import still running then had made the next check 7x slower."""
+    return _DRIVER_WAITING.wait(max_wait)
 
 
 def start_idle_work() -> None:
@@ -653,29 +685,30 @@ def run_on_processes(
             lost: list[str] = []
             start_idle_work()
             try:
-                for future in cf.as_completed(futures):
-                    task = futures[future]
-                    try:
-                        outcome = future.result()
-                    except cf.process.BrokenProcessPool:
-                        pool.broken = True
-                        lost.append(task.unit.unit_id)
-                        continue
-                    except cf.CancelledError:
-                        continue
-                    except (
-                        Exception
-                    ) as exc:  # the task itself did not run (its arguments did not pickle, ...)
-                        outcome = failure_of(task.unit.unit_id, exc)
-                    if isinstance(outcome, UnitFailure):
-                        if failure is None:
-                            failure = outcome
-                            for pending in futures:
-                                pending.cancel()
-                        continue
-                    if failure is None and not lost:
-                        on_done(task, outcome)
-                        advance(1)
+                with _driver_waits():
+                    for future in cf.as_completed(futures):
+                        task = futures[future]
+                        try:
+                            outcome = future.result()
+                        except cf.process.BrokenProcessPool:
+                            pool.broken = True
+                            lost.append(task.unit.unit_id)
+                            continue
+                        except cf.CancelledError:
+                            continue
+                        except (
+                            Exception
+                        ) as exc:  # the task itself did not run (its arguments did not pickle, ...)
+                            outcome = failure_of(task.unit.unit_id, exc)
+                        if isinstance(outcome, UnitFailure):
+                            if failure is None:
+                                failure = outcome
+                                for pending in futures:
+                                    pending.cancel()
+                            continue
+                        if failure is None and not lost:
+                            on_done(task, outcome)
+                            advance(1)
             except BaseException:
                 for pending in futures:
                     pending.cancel()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -172,13 +173,17 @@ def check_hf_reencode_sample(store: ObjectStore, success: StageSuccess, stage: A
     )
 
 
-def choose_encoder_in_background(store: ObjectStore) -> threading.Thread:
+def choose_encoder_in_background(
+    store: ObjectStore, pace: Callable[[], object] | None = None
+) -> threading.Thread:
     """Make this process's encoder choice for the pinned tokenizer (``encoder_for``, ~0.1-0.2 s of parsing
     and self-test) on a daemon thread, so that tokenize's ``prepare`` finds it made: ``fm run`` starts it once
-    its driver waits on unit workers. Nothing pinned, or a pin that changes before tokenize runs, only means
-    ``prepare`` makes its own choice as before."""
+    its driver waits on unit workers (``pace``: called first, ``pool.pace_with_driver``). Nothing pinned, or a
+    pin that changes before tokenize runs, only means ``prepare`` makes its own choice as before."""
 
     def choose() -> None:
+        if pace is not None:
+            pace()
         pinned = pinned_tokenizer(store)
         encoder_for(pinned.sha256, pinned.tokenizer)
 

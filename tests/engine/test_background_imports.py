@@ -75,3 +75,41 @@ def test_the_release_imports_sqlalchemy_orm_on_the_calling_thread() -> None:
     assert (
         "sqlalchemy.orm" in VIEW_LIBRARIES_FIRST
     )  # ... which must not be half-imported while Dagster writes
+
+
+def test_paced_work_goes_on_only_while_the_driver_waits_on_its_workers(tmp_path, monkeypatch) -> None:
+    """``pace_with_driver`` holds a background thread while the driver works and lets it go while the driver
+    waits on its pool (units, or tasks it spread); past its bound the thread goes on anyway."""
+    import threading
+    import time
+
+    from pool_helpers import pid_after_sleeping
+
+    from fm_assets.engine.pool import map_on_workers, pace_with_driver, spread_over
+
+    assert pace_with_driver(0.05) is False  # nobody waits on a pool: held until the bound, then told so
+    released = threading.Event()
+
+    def paced() -> None:
+        if pace_with_driver(30):
+            released.set()
+
+    thread = threading.Thread(target=paced, daemon=True)
+    thread.start()
+    time.sleep(0.3)
+    assert not released.is_set()  # the driver is busy (here: sleeping) and not waiting on workers
+    with spread_over(2):
+        map_on_workers(pid_after_sleeping, [0.5, 0.5])
+        assert released.is_set()  # let go while the driver waited on the two tasks
+    thread.join(timeout=5)
+    assert pace_with_driver(0.05) is False  # the wait is over: held again
+
+    (tmp_path / "fm_bg_paced.py").write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "fm_bg_paced", raising=False)
+    calls: list[str] = []
+    imported = import_in_background(
+        ["fm_bg_paced", "fm_bg_paced_missing"], pace=lambda: calls.append("pace")
+    )
+    imported.join(timeout=30)
+    assert calls == ["pace", "pace"] and sys.modules["fm_bg_paced"].VALUE == 1  # paced before each module
