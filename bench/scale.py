@@ -319,7 +319,7 @@ def stage_split(root: Path, only: tuple[str, ...] = ()) -> dict[str, dict]:
         row["unit_list"] = []
         row["unit_cpu_s"] = 0.0  # above unit_s: a unit's libraries ran threads (tokenizers, pyarrow)
         row |= {"aux_unit_s": 0.0, "aux_units": 0, "check_wall_s": 0.0, "check_task_s": 0.0, "check_tasks": 0}
-        row |= {"spread_task_s": 0.0, "spread_tasks": 0}
+        row |= {"spread_task_s": 0.0, "spread_tasks": 0, "unit_check_s": 0.0}  # unit_check_s: within unit_s
         for batch in batches:
             ref = read_ref(store, stage, batch)
             if ref is None:
@@ -339,6 +339,7 @@ def stage_split(root: Path, only: tuple[str, ...] = ()) -> dict[str, dict]:
             row["units_wall_s"] += units_wall
             row["driver_s"] += max(0.0, wall - units_wall - spread_wall)
             row["unit_s"] += float(success.cost.get("unit_seconds", 0.0))
+            row["unit_check_s"] += float(success.cost.get("unit_check_seconds", 0.0))
             row["unit_cpu_s"] += float(success.cost.get("cpu_seconds", 0.0))
             row["units"] += len(success.units)
             row["where"].add(success.cost.get("units_where", "?"))

@@ -12,6 +12,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -22,6 +23,7 @@ from fm_assets.engine.hashing import sha256_bytes
 from fm_assets.engine.pool import metered_spread
 from fm_assets.engine.records import StageSuccess
 from fm_assets.engine.refs import read_success
+from fm_assets.engine.stage import UnitContext, UnitResult
 from fm_assets.engine.store import ObjectStore
 
 
@@ -33,6 +35,8 @@ class CheckOutcome:
 
 
 CheckFn = Callable[[ObjectStore, StageSuccess, Any], CheckOutcome]  # (store, success, stage) -> outcome
+# (the unit, what it reported, its written part files) -> findings; see StageCheck.in_unit
+UnitCheckFn = Callable[[UnitContext, UnitResult, list[Path]], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,10 @@ class StageCheck:
     fn: CheckFn
     blocking: bool = True
     warn_only: bool = False  # a failure is a WARN, not an ERROR
+    # the check's per-unit part, run inside each unit once its part files are written (the files whose
+    # sha256 the unit commits), so a sample is re-read while the unit's inputs and side data are at hand and
+    # the work spreads with the units; ``fn`` then judges ``success.unit_checks[name]``
+    in_unit: UnitCheckFn | None = None
 
 
 def schema_fingerprint(schema: pa.Schema) -> str:
@@ -97,6 +105,24 @@ COMMON_CHECKS = (
 
 def stage_checks(stage: Any) -> tuple[StageCheck, ...]:
     return (*COMMON_CHECKS, *stage.checks)
+
+
+def unit_findings(success: StageSuccess, check: str) -> tuple[list[dict[str, Any]], int]:
+    """(the findings of every unit that ran ``check``'s in-unit part, how many units have none)."""
+    found = success.unit_checks.get(check, [])
+    present = [finding for finding in found if finding is not None]
+    return present, len(success.units) - len(present)
+
+
+def run_in_unit_checks(
+    stage: Any, unit: UnitContext, result: UnitResult, written: list[Path]
+) -> dict[str, Any]:
+    """Every in-unit check part of ``stage`` over one unit's written parts: check name -> findings."""
+    return {
+        check.name: check.in_unit(unit, result, written)
+        for check in stage.checks
+        if check.in_unit is not None
+    }
 
 
 def read_check_outcomes(store: ObjectStore, prefix: str) -> dict[str, CheckOutcome]:

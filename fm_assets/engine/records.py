@@ -51,6 +51,10 @@ class UnitMarker:
     # rows of each part file, in ``parts`` order (markers written before it was recorded load as []): what
     # the next stage's executor weighs its units by, with their bytes (run.largest_first)
     part_rows: list[int] = field(default_factory=list)
+    # what the stage's checks found in this unit's written parts, run where the unit ran before it committed
+    # (``StageCheck.in_unit``): check name -> its findings; and the seconds that took (within ``seconds``)
+    checks: dict[str, Any] = field(default_factory=dict)
+    check_seconds: float = 0.0
 
     @property
     def counts(self) -> Counts:
@@ -94,6 +98,9 @@ class StageSuccess:
     # what producing this output cost: cpu_seconds, bytes_read, bytes_written (unit files), bytes_stored (every
     # file of the output folder); empty for outputs committed before it was recorded
     cost: dict[str, Any] = field(default_factory=dict)
+    # per check run in the units (``StageCheck.in_unit``): each unit's findings in unit order (None: that
+    # unit has none), what the check itself then judges
+    unit_checks: dict[str, list[Any]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         obj = asdict(self)

@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from fm_assets.engine import layout
 from fm_assets.engine.beside_units import beside_units
+from fm_assets.engine.checks import run_in_unit_checks
 from fm_assets.engine.hashing import sha256_file, stable_hash
 from fm_assets.engine.integrity import (
     DamagedDataError,
@@ -357,6 +358,9 @@ class StageRun:
                     "said it writes none (UnitResult.empty_part=False)"
                 )
             files = writer.close(empty_part=result.empty_part)
+            checks_started = time.perf_counter()
+            checks = result.check_written(list(writer.part_files)) if result.check_written else {}
+            check_seconds = time.perf_counter() - checks_started
             hashes = {path.name: sha256_file(path) for path in files}
             records_out = writer.records_out if result.records_out is None else result.records_out
             if result.records_in != records_out + writer.records_rejected:
@@ -380,6 +384,8 @@ class StageRun:
                 cpu_seconds=round(time.process_time() - cpu_started, 4),
                 bytes_read=self._bytes_read(unit),
                 part_rows=list(writer.part_rows),
+                checks=checks,
+                check_seconds=round(check_seconds, 4) if checks else 0.0,
             )
             if commit:
                 for path in files:
@@ -443,6 +449,7 @@ class StageRun:
         if not totals.balanced:
             raise StageContractError(f"{self.stage}[{self.batch}]: accounting mismatch {totals}")
         files = describe_output(self.store, self.prefix, ordered)
+        checked = sorted({name for marker in ordered for name in marker.checks})
         success = StageSuccess(
             stage=self.stage,
             batch=self.batch,
@@ -473,9 +480,11 @@ class StageRun:
                 # the scale split (bench/scale.py): wall in units vs the driver's own, and where units ran
                 "units_wall_seconds": round(self.units_wall, 4),
                 "unit_seconds": round(sum(m.seconds for m in ordered), 4),
+                "unit_check_seconds": round(sum(m.check_seconds for m in ordered), 4),
                 "units_where": self.units_where,
                 **self._driver_spread_cost(),
             },
+            unit_checks={name: [m.checks.get(name) for m in ordered] for name in checked},
         )
         self.store.write_json(layout.success_marker(self.prefix), success.to_json())
         log.info(
@@ -566,7 +575,13 @@ class StageUnits:
         self.prepared = prepared
 
     def __call__(self, unit: WorkUnit, writer: UnitWriter, prefix: str) -> UnitResult:
-        return self.stage.process(UnitContext(self.stage, self.ctx, unit, writer, prefix, self.prepared))
+        context = UnitContext(self.stage, self.ctx, unit, writer, prefix, self.prepared)
+        result = self.stage.process(context)
+        if not any(check.in_unit is not None for check in self.stage.checks):
+            return result
+        return replace(
+            result, check_written=lambda written: run_in_unit_checks(self.stage, context, result, written)
+        )
 
     def __reduce__(self) -> tuple[Any, ...]:
         patched = runtime_patches(type(self.stage))

@@ -9,8 +9,9 @@ resume and accounting; the Dagster layer only wraps ``run_stage``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, ClassVar
 
 import pyarrow as pa
@@ -63,6 +64,11 @@ class UnitResult:
     # False: the unit writes no rows by design (land's whole-file unit, which only copies a file into the
     # CAS), so it commits no empty part and later stages get no unit for it
     empty_part: bool = True
+    # set by the executor (run.StageUnits): the stage's in-unit checks over the unit's written part files,
+    # run once they are closed and before the unit commits; check name -> findings (UnitMarker.checks)
+    check_written: Callable[[list[Path]], dict[str, Any]] | None = field(
+        default=None, repr=False, compare=False
+    )
 
 
 @dataclass(frozen=True)

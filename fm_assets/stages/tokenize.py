@@ -18,6 +18,8 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,10 +27,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from fm_assets.engine import layout
 from fm_assets.engine.background_imports import start_in_background
-from fm_assets.engine.checks import CheckOutcome, StageCheck
-from fm_assets.engine.pool import map_on_workers
+from fm_assets.engine.checks import CheckOutcome, StageCheck, unit_findings
 from fm_assets.engine.records import StageSuccess, UnitMarker
 from fm_assets.engine.stage import SideInputs, Stage, StageContext, UnitContext, UnitResult, WorkUnit
 from fm_assets.engine.store import ObjectStore, iter_parquet_batches
@@ -49,6 +49,7 @@ CHECK_SAMPLE_PER_UNIT = 16
 CHECK_TOKENS_PER_UNIT = 8_192
 CHECK_LONG_EVERY_UNITS = 8
 CHECK_LONGEST_MAX_TOKENS = 32_768
+CHECK_NAME = "hf_reencode_sample"
 
 
 def sample_positions(rows: int, count: int) -> list[int]:
@@ -74,57 +75,54 @@ def sample_rows(n_tokens: np.ndarray, *, with_longest: bool) -> set[int]:
     return wanted
 
 
-def _unit_sample(
-    store: ObjectStore, prefix: str, unit: str, with_longest: bool
-) -> tuple[dict[str, np.ndarray], dict[str, str], str]:
-    """(doc_id -> stored ids, doc_id -> upstream text, encoder) for one unit's sampled documents.
-
-    The unit marker names the upstream parts the unit read, so the texts come from exactly those files.
-    """
-    marker = UnitMarker.from_json(store.read_json(layout.unit_marker(prefix, unit)))
-    parts = [layout.in_output(prefix, name) for name in marker.parts]
-    lengths = []
-    for part in parts:
-        with store.open(part) as handle:
-            lengths.append(pq.read_table(handle, columns=["n_tokens"])["n_tokens"].to_numpy())
+def _written_sample(
+    store: ObjectStore, written: list[Path], inputs: list[str], with_longest: bool
+) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """(doc_id -> ids as written, doc_id -> upstream text) for one unit's sampled documents: the ids re-read
+    from the part files the unit wrote, the texts from the upstream parts it read (``inputs``)."""
+    parts = [pq.ParquetFile(path) for path in written]
+    lengths = [part.read(columns=["n_tokens"])["n_tokens"].to_numpy() for part in parts]
     n_tokens = np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int32)
     wanted = sample_rows(n_tokens, with_longest=with_longest)
     stored: dict[str, np.ndarray] = {}
     position = 0
     for part in parts:
-        for batch in iter_parquet_batches(store, part, columns=["doc_id", "tokens"]):
+        for batch in part.iter_batches(columns=["doc_id", "tokens"]):
             for offset in (p - position for p in wanted if position <= p < position + batch.num_rows):
                 stored[batch["doc_id"][offset].as_py()] = batch["tokens"][offset].values.to_numpy()
             position += batch.num_rows
     texts: dict[str, str] = {}
     sampled = pa.array(list(stored), pa.string())
-    for part in marker.inputs:
-        for batch in iter_parquet_batches(store, part, columns=["doc_id", "text"]):
+    for rel in inputs:
+        for batch in iter_parquet_batches(store, rel, columns=["doc_id", "text"]):
             for i in np.flatnonzero(pc.is_in(batch["doc_id"], sampled).to_numpy(zero_copy_only=False)):
                 texts[batch["doc_id"][int(i)].as_py()] = batch["text"][int(i)].as_py()
-    return stored, texts, str(marker.extra.get("encoder", "unrecorded"))
+    return stored, texts
 
 
 _REFERENCES: dict[str, HFEncoder] = {}  # tokenizer sha256 -> HF encoder loaded afresh from the registry
 
 
 def _reference(store: ObjectStore, sha256: str) -> HFEncoder:
-    if sha256 not in _REFERENCES:  # once per process (the check's units spread over the stage's workers)
+    if sha256 not in _REFERENCES:  # once per process (the units run the check where they run)
         _REFERENCES[sha256] = HFEncoder(TokenizerRegistry(store).get(sha256).tokenizer)
     return _REFERENCES[sha256]
 
 
-def reencode_unit_sample(task: tuple[ObjectStore, str, str, bool, str, int | None]) -> dict[str, Any]:
-    """One unit's share of ``hf_reencode_sample``: its sampled documents re-encoded with HF and compared.
-    ``task``: (store, output prefix, unit, with its longest document, tokenizer sha256, EOS id or None): a few
-    values per unit, not the whole ``StageSuccess``, whose unit list grows with the batch."""
-    store, prefix, unit, with_longest, tokenizer_sha256, eos = task
-    reference = _reference(store, tokenizer_sha256)
-    stored, texts, encoder = _unit_sample(store, prefix, unit, with_longest)
+def reencode_written(unit: UnitContext, result: UnitResult, written: list[Path]) -> dict[str, Any]:
+    """The unit's part of ``hf_reencode_sample``, run where the unit ran once its parts are written: its
+    sampled documents' written ids against the pinned tokenizer loaded afresh from the registry and run
+    with HF ``tokenizers`` (EOS appended as the stage does)."""
+    pinned: PinnedTokenizer = unit.partition.side.data
+    plan: TokenizePlan = unit.prepared
+    reference = _reference(unit.store, pinned.sha256)
+    with_longest = unit.unit.unit_id in plan.longest_checked
+    stored, texts = _written_sample(unit.store, written, list(unit.unit.inputs), with_longest)
+    encoder = str(result.extra.get("encoder", "unrecorded"))
     doc_ids = [doc_id for doc_id in stored if doc_id in texts]
     expected: Flat = reference.encode_flat([texts[doc_id] for doc_id in doc_ids])
-    if eos is not None:
-        expected = append_token(expected, eos)
+    if pinned.eos_id is not None:
+        expected = append_token(expected, pinned.eos_id)
     mismatched = 0
     first: dict[str, Any] | None = None
     for i, doc_id in enumerate(doc_ids):
@@ -135,34 +133,30 @@ def reencode_unit_sample(task: tuple[ObjectStore, str, str, bool, str, int | Non
         if first is None:
             n = min(len(want), len(got))
             at = int(np.flatnonzero(want[:n] != got[:n])[0]) if np.any(want[:n] != got[:n]) else n
-            first = {"unit": unit, "doc_id": doc_id, "encoder": encoder, "token_index": at,
+            first = {"unit": unit.unit.unit_id, "doc_id": doc_id, "encoder": encoder, "token_index": at,
                      "hf_tokens": len(want), "stored_tokens": len(got)}  # fmt: skip
     return {"sampled": len(doc_ids), "mismatched": mismatched, "missing": len(stored) - len(doc_ids),
             "first": first, "encoder": encoder}  # fmt: skip
 
 
 def check_hf_reencode_sample(store: ObjectStore, success: StageSuccess, stage: Any) -> CheckOutcome:
-    """Re-encode a deterministic sample of every unit with HF ``tokenizers``; any difference fails.
+    """A deterministic sample of every unit re-encoded with HF ``tokenizers``; any difference fails.
 
-    Per unit (the units spread over the stage's workers): the rows ``sample_rows`` picks (evenly spaced
-    documents within a token budget; on every ``CHECK_LONG_EVERY_UNITS``-th unit also its longest), their
-    texts read from the upstream parts the unit marker names, encoded with the pinned tokenizer loaded from
-    the registry (EOS appended as the stage does) and compared with the ids the stage wrote.
+    Per unit (``reencode_written``, inside the unit once its parts are written): the rows ``sample_rows``
+    picks (evenly spaced documents within a token budget; on every ``CHECK_LONG_EVERY_UNITS``-th unit of the
+    plan also its longest), their texts read from the upstream parts the unit read, encoded with the pinned
+    tokenizer loaded from the registry and compared with the ids the unit wrote. Here: every unit's findings.
     """
-    eos = success.config["eos_id"] if success.config.get("add_eos") else None
-    tasks = [
-        (store, success.prefix, unit, i % CHECK_LONG_EVERY_UNITS == 0, success.inputs["tokenizer"], eos)
-        for i, unit in enumerate(success.units)
-    ]
-    results = map_on_workers(reencode_unit_sample, tasks)
+    results, unchecked = unit_findings(success, CHECK_NAME)
     encoders = Counter(result["encoder"] for result in results)
     mismatched = sum(result["mismatched"] for result in results)
     missing = sum(result["missing"] for result in results)
     first = next((result["first"] for result in results if result["first"] is not None), None)
     return CheckOutcome(
-        mismatched == 0 and missing == 0,
+        mismatched == 0 and missing == 0 and unchecked == 0,
         {
             "units": len(success.units),
+            "units_not_checked": unchecked,
             "sampled_docs": sum(result["sampled"] for result in results),
             "mismatched_docs": mismatched,
             "texts_not_found_upstream": missing,
@@ -171,6 +165,15 @@ def check_hf_reencode_sample(store: ObjectStore, success: StageSuccess, stage: A
         },
         "a deterministic sample of every unit re-encoded with HF tokenizers has exactly the stored ids",
     )
+
+
+@dataclass(frozen=True)
+class TokenizePlan:
+    """What ``prepare`` decides for every unit: the encoder, and the units whose check also re-encodes their
+    longest document (every ``CHECK_LONG_EVERY_UNITS``-th of the plan, from the first)."""
+
+    choice: EncoderChoice
+    longest_checked: frozenset[str]
 
 
 def choose_encoder_in_background(
@@ -192,16 +195,18 @@ def choose_encoder_in_background(
 
 class TokenizeStage(Stage):
     name = "tokenize"
-    code_version = "tokenize-v1"  # the encoder backend changes no id (checked), so no new key
+    # the encoder backend changes no id (checked), so no new key; v2: the check's re-encoding runs in the units
+    code_version = "tokenize-v2"
     upstream = "decontaminate"
     description = "Token ids per document with the pinned tokenizer; EOS appended."
     output_schema = TOKENS_SCHEMA
     side_input_assets = ("tokenizer",)
     checks = (
         StageCheck(
-            "hf_reencode_sample",
+            CHECK_NAME,
             "a sample of every unit re-encoded with HF tokenizers matches the stored ids",
             check_hf_reencode_sample,
+            in_unit=reencode_written,
         ),
     )
 
@@ -217,13 +222,16 @@ class TokenizeStage(Stage):
             "vocab_size": pinned.vocab_size,
         }
 
-    def prepare(self, ctx: StageContext, units: list[WorkUnit], output_prefix: str) -> EncoderChoice:
+    def prepare(self, ctx: StageContext, units: list[WorkUnit], output_prefix: str) -> TokenizePlan:
         pinned: PinnedTokenizer = ctx.side.data
-        return encoder_for(pinned.sha256, pinned.tokenizer)
+        return TokenizePlan(
+            encoder_for(pinned.sha256, pinned.tokenizer),
+            frozenset(unit.unit_id for unit in units[::CHECK_LONG_EVERY_UNITS]),
+        )
 
     def process(self, unit: UnitContext) -> UnitResult:
         pinned: PinnedTokenizer = unit.partition.side.data
-        choice: EncoderChoice = unit.prepared
+        choice = unit.prepared.choice
         records_in = tokens_total = bytes_in = 0
         encode_seconds = 0.0
         for part in unit.unit.inputs:
@@ -265,7 +273,7 @@ class TokenizeStage(Stage):
         self, ctx: StageContext, prepared: Any, output_prefix: str, markers: list[UnitMarker]
     ) -> dict[str, Any]:
         pinned: PinnedTokenizer = ctx.side.data
-        choice: EncoderChoice = prepared
+        choice = prepared.choice
         units_by_encoder = Counter(str(m.extra.get("encoder", "unrecorded")) for m in markers)
         return {
             "tokenizer_sha256": pinned.sha256,

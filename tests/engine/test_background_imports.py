@@ -108,8 +108,6 @@ def test_paced_work_goes_on_only_while_the_driver_waits_on_its_workers(tmp_path,
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "fm_bg_paced", raising=False)
     calls: list[str] = []
-    imported = import_in_background(
-        ["fm_bg_paced", "fm_bg_paced_missing"], pace=lambda: calls.append("pace")
-    )
+    imported = import_in_background(["fm_bg_paced", "fm_bg_paced_missing"], pace=lambda: calls.append("pace"))
     imported.join(timeout=30)
     assert calls == ["pace", "pace"] and sys.modules["fm_bg_paced"].VALUE == 1  # paced before each module

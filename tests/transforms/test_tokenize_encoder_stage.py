@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,6 @@ import pytest
 from tokenizers import Tokenizer
 
 from fm_assets.engine import layout
-from fm_assets.engine.pool import spread_over
 from fm_assets.engine.records import Counts, StageSuccess
 from fm_assets.engine.refs import write_ref
 from fm_assets.engine.run import StageOutcome, run_stage
@@ -151,27 +151,45 @@ def test_check_fails_when_the_encoder_differs_from_hf(tmp_path, monkeypatch, tex
     assert [c.name for c in STAGE.checks] == ["hf_reencode_sample"] and STAGE.checks[0].blocking
 
 
-def test_check_fails_when_sampled_text_is_missing_upstream(tmp_path, monkeypatch, texts, tokenizer_file):
+def test_a_sampled_text_missing_upstream_is_counted_and_fails_the_check(
+    tmp_path, monkeypatch, texts, tokenizer_file
+):
+    """The unit's part of the check reads the sampled documents' texts from the parts the unit read: a written
+    document whose text is not there is counted, and one such unit fails the check."""
     monkeypatch.setattr(tokenize_module, "CHECK_TOKENS_PER_UNIT", 10**9)  # the first document is sampled
     store, outcome = tokenize(tmp_path / "root", texts[:40], tokenizer_file)
-    upstream = store.read_json(layout.unit_marker(outcome.prefix, outcome.success.units[0]))["inputs"][0]
+    marker = store.read_json(layout.unit_marker(outcome.prefix, outcome.success.units[0]))
+    written = [store.local_path(layout.in_output(outcome.prefix, name)) for name in marker["parts"]]
+    upstream = marker["inputs"][0]
+    stored, found = tokenize_module._written_sample(store, written, [upstream], with_longest=False)
+    assert stored and set(found) == set(stored)
     table = pq.read_table(store.local_path(upstream))
     pq.write_table(table.slice(1), store.local_path(upstream))  # the first document's text is gone
-    result = check_hf_reencode_sample(store, outcome.success, STAGE)
+    stored, found = tokenize_module._written_sample(store, written, [upstream], with_longest=False)
+    assert len(stored) - len(found) == 1
+
+    findings = outcome.success.unit_checks["hf_reencode_sample"]
+    assert all(finding["missing"] == 0 for finding in findings)
+    missing = [{**findings[0], "missing": 1}, *findings[1:]]
+    result = check_hf_reencode_sample(
+        store, replace(outcome.success, unit_checks={"hf_reencode_sample": missing}), STAGE
+    )
     assert not result.passed and result.metadata["texts_not_found_upstream"] == 1
+    unchecked = [None, *findings[1:]]  # a unit without the check's findings (committed by older code)
+    result = check_hf_reencode_sample(
+        store, replace(outcome.success, unit_checks={"hf_reencode_sample": unchecked}), STAGE
+    )
+    assert not result.passed and result.metadata["units_not_checked"] == 1
 
 
-def test_check_on_two_workers_gives_the_in_process_outcome(tmp_path, texts, tokenizer_file):
-    store, outcome = tokenize(tmp_path / "root", texts, tokenizer_file)
-    assert len(outcome.success.units) >= 2
-    upstream = store.read_json(layout.unit_marker(outcome.prefix, outcome.success.units[-1]))["inputs"][0]
-    table = pq.read_table(store.local_path(upstream))
-    pq.write_table(table.slice(1), store.local_path(upstream))  # one unit's first text is gone
-    in_process = check_hf_reencode_sample(store, outcome.success, STAGE)
-    with spread_over(2):
-        on_workers = check_hf_reencode_sample(store, outcome.success, STAGE)
-    assert not in_process.passed and in_process.metadata["texts_not_found_upstream"] == 1
-    assert on_workers == in_process
+def test_the_check_finds_the_same_on_two_workers_as_in_process(tmp_path, texts, tokenizer_file):
+    _, in_process = tokenize(tmp_path / "one", texts, tokenizer_file, workers=1)
+    store, on_workers = tokenize(tmp_path / "two", texts, tokenizer_file, workers=2)
+    assert len(on_workers.success.units) >= 2 and "worker" in on_workers.success.cost["units_where"]
+    assert on_workers.success.unit_checks == in_process.success.unit_checks
+    outcome = check_hf_reencode_sample(store, on_workers.success, STAGE)
+    assert outcome.passed and outcome.metadata["units_not_checked"] == 0
+    assert outcome.metadata["sampled_docs"] >= len(on_workers.success.units)
 
 
 def test_the_sample_is_bounded_in_tokens_and_its_long_document_is_capped() -> None:
