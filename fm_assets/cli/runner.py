@@ -92,7 +92,7 @@ def run_batches(
     from fm_assets.datasets.views import VIEW_LIBRARIES, VIEW_LIBRARIES_FIRST
     from fm_assets.defs.build import build_definitions
     from fm_assets.defs.cli_runs import cli_run_tags
-    from fm_assets.defs.jobs import chain_asset_keys
+    from fm_assets.defs.jobs import chain_asset_keys, release_asset_keys
     from fm_assets.stages.batch_chains import batch_chains
     from fm_assets.stages.names import ALL_STAGE_NAMES
     from fm_assets.stages.tokenize import STAGE as TOKENIZE_STAGE
@@ -164,10 +164,12 @@ def run_batches(
                     failures[batch] = _failure_message(result)
             # a failed batch is held back by the release itself (datasets/release.py), never the other batches:
             # the release runs unless no landed batch came through this run
-            if release and set(landed) - set(failures):
+            released = release_asset_keys(defs, set().union(*selections.values()))
+            if release and released and set(landed) - set(failures):
                 bar.describe("dataset release")
                 result = defs.resolve_job_def("release").execute_in_process(
                     instance=instance,
+                    asset_selection=released,
                     raise_on_error=False,
                     run_config=run_config(settings),
                     tags=cli_run_tags(),  # issue 19: which process runs it (see defs/cli_runs.py)

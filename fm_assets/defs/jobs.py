@@ -4,7 +4,7 @@ and the dataset release job, whose runs carry a tag the run queue limits to one 
 
 from collections.abc import Iterable
 
-from dagster import AssetKey, AssetSelection, define_asset_job
+from dagster import AssetKey, AssetSelection, Definitions, define_asset_job
 
 from fm_assets.defs.partitions import batch_partitions
 from fm_assets.stages.registry import CHAINS
@@ -31,6 +31,13 @@ release_job = define_asset_job(
     run_tags={RELEASE_RUN_TAG_KEY: RELEASE_RUN_TAG_VALUE},
     description="Assemble the dataset version from all batches (one release run at a time).",
 )
+
+
+def release_asset_keys(defs: Definitions, ran: Iterable[AssetKey]) -> list[AssetKey]:
+    """The release job's assets that read any of ``ran`` (a run's preprocess assets): `fm run` of text batches
+    releases text, not media, whose inputs it did not change (the sensor's release runs the whole job)."""
+    selection = AssetSelection.groups("release") & AssetSelection.assets(*ran).downstream(depth=1)
+    return sorted(selection.resolve(defs.resolve_asset_graph()), key=lambda key: key.to_user_string())
 
 
 def chain_asset_keys(chains: Iterable[str]) -> list[AssetKey]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from dagster import AssetKey, DagsterInstance
+from dagster import AssetKey, DagsterInstance, RunsFilter
 
-from fm_assets.cli.runner import run_batches
+from fm_assets.cli.runner import dagster_instance, run_batches
 from fm_assets.engine.landing import land_batch
 from fm_assets.engine.refs import read_ref, read_success
 from fm_assets.engine.store import ObjectStore
@@ -72,6 +72,11 @@ def test_graph_end_to_end_skip_and_code_version(fm_env, real_sample, monkeypatch
 
     release = store.read_json("datasets/fm-demo/LATEST.json")["version"]
     released = DatasetManifest.load(store.uri(f"datasets/fm-demo/{release}/manifest.json"))
+    # text batches only: their release run materialized the text release, not the media one they left as is
+    instance = dagster_instance(load_settings())
+    (release_run,) = instance.get_runs(filters=RunsFilter(job_name="release"))
+    steps = {step.step_key for step in instance.get_run_step_stats(release_run.run_id)}
+    assert steps == {"curated_documents", "dataset_release", "documents_lance"}
     assert released.rows == sum(
         DatasetManifest.load(store.uri(read_success(store, "shard", b).artifacts["manifest"])).rows
         for b in batches
