@@ -298,7 +298,8 @@ def stage_split(root: Path, only: tuple[str, ...] = ()) -> dict[str, dict]:
     stage's auxiliary outputs (``aux_outputs``: they run inside its wall) count as its ``aux_unit_s`` /
     ``aux_units``, and the tasks its driver spread over the workers (``pool.map_on_workers``, metered in
     ``_SUCCESS.json``'s ``driver_spread_*`` cost) as its ``spread_task_s`` / ``spread_tasks``: not as driver
-    time."""
+    time. ``unit_check_s``: the part of ``unit_s`` its units spent on the stage's in-unit checks
+    (``StageCheck.in_unit``)."""
     from fm_assets.engine import layout
     from fm_assets.engine.refs import read_ref, read_success
     from fm_assets.engine.run import ROW_WEIGHT_BYTES
