@@ -31,6 +31,7 @@ from fm_assets.transforms.dedup.near_dup.config import NearDedupConfig
 from fm_assets.transforms.dedup.near_dup.docs import text_of_rows
 
 SHINGLE_CHUNK_DOCS = 200  # texts per shingling task (at most 64 tasks): enough work to pay for its pickling
+PAIR_CHUNK = 1000  # pairs per exact-scoring task (at most 64 tasks), shipped with their nodes' shingle sets
 
 # what scoring returns per pair, on both paths (Spark maps similarity_batches into this schema)
 SIM_SCHEMA = pa.schema(
@@ -128,8 +129,9 @@ class NodeScorer:
     """Similarity (float64) of node pairs (row numbers of ``nodes``: doc_id, signature, text): the values of
     :func:`similarity_batches` (the Spark path's scoring) pair for pair. Signatures are unpacked once, and
     each node's text is shingled once for every pair and call it is in (the candidate edges, then the
-    losers against their survivors). Texts to shingle are cut into chunks that ``pool.map_on_workers``
-    spreads over the stage's workers when the caller runs inside ``pool.spread_over``.
+    losers against their survivors). Texts to shingle, and then the pairs to score exactly (with their
+    nodes' shingle sets), are cut into chunks that ``pool.map_on_workers`` spreads over the stage's workers
+    when the caller runs inside ``pool.spread_over``.
 
     ``text_paths``: the nodes carry no text but where it is (``part``: an index into ``text_paths``, -1 for
     none; ``row``: the row in that Parquet file), and each shingling task reads its texts from one file, so
@@ -160,11 +162,24 @@ class NodeScorer:
             idx = np.flatnonzero(self.valid[a] & self.valid[b])
             if len(idx):
                 self._shingle(np.unique(np.concatenate([a[idx], b[idx]])))
-                sets = self.sets
-                similarity[idx] = [
-                    jaccard_of_unique(sets[i], sets[j]) for i, j in zip(a[idx], b[idx], strict=True)
-                ]
+                similarity[idx] = self._exact(a[idx], b[idx])
         return similarity
+
+    def _exact(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Exact Jaccard of shingled node pairs, in chunks that ``pool.map_on_workers`` spreads: the driver only
+        packs each chunk's sets (a Python loop over tens of thousands of pairs was its largest serial piece)."""
+        size = max(PAIR_CHUNK, -(-len(a) // 64))
+        tasks = [self._packed(a[i : i + size], b[i : i + size]) for i in range(0, len(a), size)]
+        return np.concatenate(map_on_workers(jaccard_pairs_task, tasks))
+
+    def _packed(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """One :func:`jaccard_pairs_task`: the pairs' distinct nodes' sets in one array, and the pairs as
+        numbers of those nodes."""
+        nodes, number = np.unique(np.concatenate([a, b]), return_inverse=True)
+        sets = [self.sets[node] for node in nodes.tolist()]
+        bounds = np.zeros(len(sets) + 1, dtype=np.int64)
+        np.cumsum([len(s) for s in sets], out=bounds[1:])
+        return np.concatenate(sets), bounds, number[: len(a)], number[len(a) :]
 
     def _shingle(self, rows: np.ndarray) -> None:
         missing = [int(row) for row in rows if int(row) not in self.sets]
@@ -193,6 +208,17 @@ class NodeScorer:
         ]
         for group, found in zip(groups, map_on_workers(shingle_rows_task, tasks), strict=True):
             self.sets.update(zip(group.tolist(), found, strict=True))
+
+
+def jaccard_pairs_task(task: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
+    """:func:`.minhash.jaccard_of_unique` of node pairs (float64), on a worker process: ``(flat, bounds, a,
+    b)``, node k's sorted distinct shingle hashes being ``flat[bounds[k]:bounds[k + 1]]``."""
+    flat, bounds, a, b = task
+    sets = [flat[start:end] for start, end in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)]
+    return np.array(
+        [jaccard_of_unique(sets[i], sets[j]) for i, j in zip(a.tolist(), b.tolist(), strict=True)],
+        dtype=np.float64,
+    )
 
 
 def shingle_rows_task(task: tuple[str, list[int], int, int]) -> list[np.ndarray]:
