@@ -89,8 +89,9 @@ def _with_places(signatures: pa.Table, config: NearDedupConfig) -> pa.Table:
 def _prior_entries(
     prior_index_paths: list[str], batch_bands: pa.Table, batch_ids: pa.Array
 ) -> tuple[pa.Table, pa.Table]:
-    """``candidates.prior_index`` in-process: prior band rows in this batch's buckets and not of a batch
-    document, and the prior nodes they name (the others join nothing on the Spark path either)."""
+    """``candidates.prior_index`` in-process: prior band rows in this batch's buckets (``batch_bands``: band,
+    band_hash) and not of a batch document, and the prior nodes they name (the others join nothing on the
+    Spark path either)."""
     bands, sigs = read_index_arrow(prior_index_paths)
     # a semi join emits each prior row once however many batch rows share its bucket: no distinct needed
     buckets = batch_bands.select(["band", "band_hash"])
@@ -137,9 +138,7 @@ def run_local_near_dedup(
     phases.lap("signatures")
 
     band, band_hash, parent = explode_bands(hashed.column("bands"))
-    batch_bands = pa.table(
-        {"band": band, "band_hash": band_hash, "doc_id": hashed.column("doc_id").take(parent)}
-    )
+    batch_bands = pa.table({"band": band, "band_hash": band_hash})
     batch_nodes = pa.table(
         [
             hashed.column("doc_id"),
@@ -173,7 +172,8 @@ def run_local_near_dedup(
     node_ids = nodes.column("doc_id")
     prior = np.asarray(nodes.column("prior"), dtype=bool)
 
-    member = np.asarray(pc.index_in(batch_bands.column("doc_id"), value_set=node_ids), dtype=np.int64)
+    # each band row's node is its document's: one lookup per document, not per band row
+    member = np.asarray(pc.index_in(hashed.column("doc_id"), value_set=node_ids), dtype=np.int64)[parent]
     is_prior = np.zeros(len(member), dtype=bool)
     if prior_bands is not None and prior_bands.num_rows:
         member = np.concatenate(
