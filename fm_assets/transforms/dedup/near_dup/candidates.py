@@ -174,12 +174,15 @@ class NodeScorer:
     def score(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         if len(a) == 0:
             return np.empty(0, dtype=np.float64)
-        similarity = np.asarray(estimate_jaccard(self.signatures[a], self.signatures[b]), dtype=np.float64)
-        if self.config.verify_exact:
-            idx = np.flatnonzero(self.valid[a] & self.valid[b])
-            if len(idx):
-                self._shingle(np.unique(np.concatenate([a[idx], b[idx]])))
-                similarity[idx] = self._exact(a[idx], b[idx])
+        exact = self.valid[a] & self.valid[b] if self.config.verify_exact else np.zeros(len(a), dtype=bool)
+        similarity = np.empty(len(a), dtype=np.float64)
+        # the MinHash estimate only where no exact value replaces it (gathering the signatures is most of it)
+        guess = ~exact
+        similarity[guess] = estimate_jaccard(self.signatures[a[guess]], self.signatures[b[guess]])
+        idx = np.flatnonzero(exact)
+        if len(idx):
+            self._shingle(np.unique(np.concatenate([a[idx], b[idx]])))
+            similarity[idx] = self._exact(a[idx], b[idx])
         return similarity
 
     def _exact(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
