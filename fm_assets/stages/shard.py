@@ -20,8 +20,10 @@ import pyarrow.parquet as pq
 from fm_assets.engine import layout
 from fm_assets.engine.checks import CheckOutcome, StageCheck
 from fm_assets.engine.hashing import sha256_bytes
+from fm_assets.engine.pool import map_on_workers
 from fm_assets.engine.records import StageSuccess, UnitMarker
 from fm_assets.engine.stage import Stage, StageContext, UnitContext, UnitResult
+from fm_assets.engine.store import ObjectStore
 from fm_assets.transforms.tokens.schemas import SHARD_ROWS_SCHEMA, flat_tokens, row_token_columns
 from fm_loader.format import PLAIN_FORMAT_VERSION, PackedRow, encode_shard
 from fm_loader.manifest import DatasetManifest, ShardEntry
@@ -29,14 +31,21 @@ from fm_loader.manifest import DatasetManifest, ShardEntry
 MANIFEST = "manifest.json"
 
 
-def check_shard_integrity(store, success: StageSuccess, stage: Any) -> CheckOutcome:
-    """Every shard listed in the manifest exists with the recorded sha256, and row counts add up."""
+def stored_sha256(task: tuple[ObjectStore, str]) -> str:
+    """The sha256 of one stored file, read where it runs (``pool.map_on_workers``)."""
+    store, rel = task
+    return sha256_bytes(store.read_bytes(rel))
+
+
+def check_shard_integrity(store: ObjectStore, success: StageSuccess, stage: Any) -> CheckOutcome:
+    """Every shard listed in the manifest exists with the recorded sha256 (the shards re-read and hashed on
+    the stage's workers), and row counts add up."""
     manifest = DatasetManifest.from_json(store.read_bytes(success.artifacts["manifest"]))
-    bad = []
-    for entry in manifest.shards:
-        digest = sha256_bytes(store.read_bytes(layout.in_output(success.prefix, entry.path)))
-        if digest != entry.sha256:
-            bad.append(entry.path)
+    tasks = [(store, layout.in_output(success.prefix, entry.path)) for entry in manifest.shards]
+    digests = map_on_workers(stored_sha256, tasks)
+    bad = [
+        entry.path for entry, digest in zip(manifest.shards, digests, strict=True) if digest != entry.sha256
+    ]
     rows_out = success.counts.records_out
     return CheckOutcome(
         not bad and manifest.rows == rows_out,

@@ -118,3 +118,28 @@ def test_a_column_list_of_the_wrong_length_names_the_document():
         per_token_values(column, offsets, ["a", "b", "c"], "depth")
     good = pa.chunked_array([pa.array([[1, 2], None, [5, 6]], pa.large_list(pa.int32()))])
     assert per_token_values(good, offsets, ["a", "b", "c"], "depth").tolist() == [1, 2, -1, -1, 5, 6]
+
+
+def test_shard_integrity_rehashes_every_shard_in_process_and_on_workers(tmp_path):
+    """The blocking ``shard_integrity`` check re-reads every shard the manifest lists (on the stage's workers
+    when it has some): intact shards pass, one changed byte fails it naming that shard, either way."""
+    from fm_assets.engine import layout
+    from fm_assets.engine.pool import spread_over
+    from fm_assets.stages.shard import check_shard_integrity
+
+    root = str(tmp_path / "root")
+    manifest = DatasetManifest.load(run_to_shards(root, depth=False))
+    store = ObjectStore(root)
+    success = read_success(store, "shard", "b")
+    assert len(manifest.shards) >= 2
+    intact = check_shard_integrity(store, success, SHARD)
+    assert intact.passed and intact.metadata["shards"] == len(manifest.shards)
+    damaged = store.local_path(layout.in_output(success.prefix, manifest.shards[1].path))
+    data = bytearray(damaged.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    damaged.write_bytes(bytes(data))
+    in_process = check_shard_integrity(store, success, SHARD)
+    with spread_over(2):
+        on_workers = check_shard_integrity(store, success, SHARD)
+    assert not in_process.passed and in_process.metadata["bad_shards"] == [manifest.shards[1].path]
+    assert on_workers == in_process
