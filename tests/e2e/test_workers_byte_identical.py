@@ -81,7 +81,7 @@ def test_one_and_two_workers_write_the_same_bytes_in_every_stage(
         monkeypatch.setenv("FM_WORKERS", str(workers))
         store = land_and_run(chain_env.parent / f"root-w{workers}", real_sample, monkeypatch)
         results[workers] = (store, output_digests(store, BATCH))
-    (_, one), (store2, two) = results[1], results[2]
+    (store1, one), (store2, two) = results[1], results[2]
     assert one.keys() == two.keys()
     for stage in CHAIN_NAMES["text"]:
         assert one[stage], stage  # the stage wrote files
@@ -91,15 +91,15 @@ def test_one_and_two_workers_write_the_same_bytes_in_every_stage(
         assert len(success.units) >= 2, stage
         assert success.cost["units_where"] == "2 worker processes", (stage, success.cost)
         assert 0 < success.cost["units_wall_seconds"] <= success.seconds + 1e-3, stage
-    # the checks that re-read the output spread over the same workers, and say so in _checks_cost.json
-    for stage, check, tasks in (
-        ("decontaminate", "no_eval_contamination", "parts"),
-        ("tokenize", "hf_reencode_sample", "units"),
-    ):
+    # the checks that re-read the output ran inside every unit, on the workers, and found the same either way
+    for stage, check in (("decontaminate", "no_eval_contamination"), ("tokenize", "hf_reencode_sample")):
         success = read_success(store2, stage, BATCH)
-        cost = store2.read_json(layout.check_costs(success.prefix))[check]
-        assert cost["tasks"] == len(getattr(success, tasks)) >= 2, (stage, cost)
-        assert cost["task_seconds"] > 0 and cost["wall_seconds"] > 0, (stage, cost)
+        findings = success.unit_checks[check]
+        assert len(findings) == len(success.units) >= 2 and None not in findings, (stage, findings)
+        assert success.cost["unit_check_seconds"] > 0, (stage, success.cost)
+        assert findings == read_success(store1, stage, BATCH).unit_checks[check], stage
+        # and nothing of them is left for the driver to spread after the stage
+        assert store2.read_json(layout.check_costs(success.prefix))[check]["tasks"] == 0, stage
 
 
 @pytest.mark.spark
