@@ -177,6 +177,14 @@ def test_a_sensor_run_streams_live_and_leaves_no_process_behind(
         f"{len(left)} processes ({sum(left.values()):.0f} MB) of run {run.run_id} alive {EXIT_SECONDS}s after its "
         f"end: {[tree.seen[pid] for pid in left]}"
     )
+    assert not any(cmd.startswith("tail ") or "watch_orphans" in cmd for cmd in tree.seen.values()), tree.seen
+
+    # the run's stderr, captured by the instance's compute-log manager (a thread, no tail), is on its page
+    page.get_by_role("button", name="stderr").click()
+    page.get_by_placeholder(re.compile("^Select a step")).click()
+    page.get_by_role("menuitem").first.click()  # in-process steps share one log: any step shows it
+    expect(page.get_by_text("STEP_START").first).to_be_visible(timeout=60_000)
+    shots.take(page, "run-page-stderr")
 
 
 def _count(delivered: list[tuple[float, EventLogEntry]], event_type: DagsterEventType) -> int:
