@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from fm_assets.engine import layout
 from fm_assets.engine.hashing import sha256_bytes
-from fm_assets.engine.pool import metered_spread
+from fm_assets.engine.pool import map_on_workers, metered_spread
 from fm_assets.engine.records import StageSuccess
 from fm_assets.engine.refs import read_success
 from fm_assets.engine.stage import UnitContext, UnitResult
@@ -101,6 +101,17 @@ COMMON_CHECKS = (
     ),
     StageCheck("schema_fingerprint", "every output part has the stage's declared schema", check_schema),
 )
+
+
+def _stored_sha256(task: tuple[ObjectStore, str]) -> str:
+    store, rel = task
+    return store.sha256(rel)
+
+
+def stored_digests(store: ObjectStore, rels: list[str]) -> list[str]:
+    """The sha256 of each stored file, in order, re-read and hashed on the stage's workers (``pool.map_on_workers``:
+    in this process outside ``spread_over``): what the shard checks compare with their manifests."""
+    return map_on_workers(_stored_sha256, [(store, rel) for rel in rels])
 
 
 def stage_checks(stage: Any) -> tuple[StageCheck, ...]:

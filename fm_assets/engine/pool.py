@@ -696,9 +696,7 @@ def run_on_processes(
                             continue
                         except cf.CancelledError:
                             continue
-                        except (
-                            Exception
-                        ) as exc:  # the task itself did not run (its arguments did not pickle, ...)
+                        except Exception as exc:  # the task did not run (its arguments did not pickle, ...)
                             outcome = failure_of(task.unit.unit_id, exc)
                         if isinstance(outcome, UnitFailure):
                             if failure is None:

@@ -21,8 +21,7 @@ from typing import Any
 import pyarrow as pa
 
 from fm_assets.engine import layout
-from fm_assets.engine.checks import CheckOutcome, StageCheck
-from fm_assets.engine.hashing import sha256_bytes
+from fm_assets.engine.checks import CheckOutcome, StageCheck, stored_digests
 from fm_assets.engine.landing import read_batch_manifest
 from fm_assets.engine.records import StageSuccess, UnitMarker
 from fm_assets.engine.stage import SideInputs, Stage, StageContext, UnitContext, UnitResult
@@ -69,13 +68,14 @@ def _manifests(store: ObjectStore, success: StageSuccess) -> dict[str, MediaMani
 
 
 def check_media_shard_integrity(store: ObjectStore, success: StageSuccess, stage: Any) -> CheckOutcome:
-    bad, samples = [], 0
+    expected: list[tuple[str, str]] = []  # (file, sha256 its manifest records)
+    samples = 0
     for manifest in _manifests(store, success).values():
         for entry in manifest.shards:
             samples += entry.samples
-            for path, digest in ((entry.path, entry.sha256), (entry.index_path, entry.index_sha256)):
-                if sha256_bytes(store.read_bytes(layout.in_output(success.prefix, path))) != digest:
-                    bad.append(path)
+            expected += [(entry.path, entry.sha256), (entry.index_path, entry.index_sha256)]
+    found = stored_digests(store, [layout.in_output(success.prefix, path) for path, _ in expected])
+    bad = [path for (path, digest), actual in zip(expected, found, strict=True) if actual != digest]
     return CheckOutcome(
         not bad and samples == success.counts.records_out,
         {"bad_files": bad, "manifest_samples": samples, "records_out": success.counts.records_out},

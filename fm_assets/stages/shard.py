@@ -18,9 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from fm_assets.engine import layout
-from fm_assets.engine.checks import CheckOutcome, StageCheck
-from fm_assets.engine.hashing import sha256_bytes
-from fm_assets.engine.pool import map_on_workers
+from fm_assets.engine.checks import CheckOutcome, StageCheck, stored_digests
 from fm_assets.engine.records import StageSuccess, UnitMarker
 from fm_assets.engine.stage import Stage, StageContext, UnitContext, UnitResult
 from fm_assets.engine.store import ObjectStore
@@ -31,18 +29,13 @@ from fm_loader.manifest import DatasetManifest, ShardEntry
 MANIFEST = "manifest.json"
 
 
-def stored_sha256(task: tuple[ObjectStore, str]) -> str:
-    """The sha256 of one stored file, read where it runs (``pool.map_on_workers``)."""
-    store, rel = task
-    return sha256_bytes(store.read_bytes(rel))
-
-
 def check_shard_integrity(store: ObjectStore, success: StageSuccess, stage: Any) -> CheckOutcome:
     """Every shard listed in the manifest exists with the recorded sha256 (the shards re-read and hashed on
     the stage's workers), and row counts add up."""
     manifest = DatasetManifest.from_json(store.read_bytes(success.artifacts["manifest"]))
-    tasks = [(store, layout.in_output(success.prefix, entry.path)) for entry in manifest.shards]
-    digests = map_on_workers(stored_sha256, tasks)
+    digests = stored_digests(
+        store, [layout.in_output(success.prefix, entry.path) for entry in manifest.shards]
+    )
     bad = [
         entry.path for entry, digest in zip(manifest.shards, digests, strict=True) if digest != entry.sha256
     ]

@@ -219,3 +219,30 @@ def test_media_chain_on_an_s3_root_writes_what_a_local_root_writes(tmp_path, set
         outcomes = run_media_chain(store, batch, settings)
         versions[name] = {stage: o.data_version for stage, o in outcomes.items()}
     assert versions["s3"] == versions["local"]
+
+
+def test_media_shard_integrity_rehashes_shards_and_indexes(tmp_path, settings):
+    """The blocking integrity check hashes every shard and sample index the manifests list (on the stage's
+    workers when it has some): intact files pass; a changed byte fails it naming that file, either way."""
+    from fm_assets.engine import layout
+    from fm_assets.engine.pool import spread_over
+    from fm_assets.stages.media_shard import STAGE as MEDIA_SHARD
+    from fm_assets.stages.media_shard import check_media_shard_integrity
+
+    store = ObjectStore(str(tmp_path / "root"))
+    pin_tokenizer(store)
+    batch = land_batch(
+        store, write_media_batch(tmp_path / "one"), source="gen", license_id="CC-BY-4.0", namespace="cloud"
+    ).batch
+    shard = run_media_chain(store, batch, settings)["media_shard"].success
+    assert check_media_shard_integrity(store, shard, MEDIA_SHARD).passed
+    images = MediaManifest.load(store.uri(shard.artifacts["manifests"]["image"]))
+    damaged = store.local_path(layout.in_output(shard.prefix, images.shards[0].path))
+    data = bytearray(damaged.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    damaged.write_bytes(bytes(data))
+    in_process = check_media_shard_integrity(store, shard, MEDIA_SHARD)
+    with spread_over(2):
+        on_workers = check_media_shard_integrity(store, shard, MEDIA_SHARD)
+    assert not in_process.passed and in_process.metadata["bad_files"] == [images.shards[0].path]
+    assert on_workers == in_process
