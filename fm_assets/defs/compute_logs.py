@@ -5,7 +5,8 @@ Dagster's ``LocalComputeLogManager`` points the process's stdout and stderr at t
 starts ``tail -F`` to copy the file back to the terminal and a Python watcher that stops the tail if the
 process dies: four processes for every run (`fm run` makes two runs: preprocess and release), each stopped
 and waited for when the run ends (~50 ms of a run on this box). ``tail`` also polls once a second, so a
-line written less than a second before the run ends may never reach the terminal (dagster#23336).
+line written less than a second before the run ends may never reach the terminal (Dagster's comment on it
+cites dagster#23336).
 
 Here the descriptors are redirected to the same files the same way, and one daemon thread per stream follows
 each file and writes what is new to the stream's original descriptor; when the capture ends it copies what
