@@ -24,7 +24,7 @@ from fm_assets.cli.tables import add_id_column, print_summary
 from fm_assets.engine.identifiers import InvalidIdentifierError, check_batch_id, check_source_name
 from fm_assets.engine.locks import RootBusyError, batch_run_locks
 from fm_assets.engine.storage_errors import RedactingFilter, one_line_error
-from fm_assets.engine.store import ObjectStore, StorageUnavailableError
+from fm_assets.engine.store import ObjectStore, StorageUnavailableError, open_store
 from fm_assets.settings import Settings, load_settings
 
 DEMO_LICENSES = {"python-stdlib": "PSF-2.0"}
@@ -32,11 +32,7 @@ OFFLINE_COMMANDS = frozenset({"sample-data"})  # commands that do not touch the 
 
 
 def _store(settings: Settings) -> ObjectStore:
-    from fm_assets.defs.resources.object_store import ObjectStoreResource
-
-    return ObjectStoreResource(
-        root=settings.root, s3_endpoint_url=settings.s3_endpoint_url, s3_region=settings.s3_region
-    ).store()
+    return open_store(settings.root, settings.s3_endpoint_url, settings.s3_region)
 
 
 def cmd_sample_data(args: argparse.Namespace, settings: Settings) -> int:
@@ -116,7 +112,7 @@ def exclusive_batches(settings: Settings, batches: list[str], *, wait: bool) -> 
 
 
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
-    from fm_assets.cli.runner import UnknownBatchError, run_batches, warm_unit_workers
+    from fm_assets.cli.head_start import warm_unit_workers
     from fm_assets.engine.landing import list_complete_batches
 
     store = _store(settings)
@@ -142,7 +138,9 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     if not wanted:
         console.print("[red]fm run: no batch to process: every landed batch awaits quarantine review[/red]")
         return 2
-    warm_unit_workers(settings, store, wanted)  # the workers start while the rest of the run is imported
+    # before Dagster is imported: the workers' fork server imports the stages while the run imports Dagster
+    warm_unit_workers(settings, store, wanted)
+    from fm_assets.cli.runner import UnknownBatchError, run_batches
     from fm_assets.datasets.release import latest_versions
 
     before = latest_versions(_store(settings), settings.dataset_name)

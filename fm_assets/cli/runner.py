@@ -8,20 +8,14 @@ from typing import Any
 from dagster import AssetKey, DagsterInstance
 from rich.console import Console
 
+from fm_assets.cli.head_start import warm_unit_workers
 from fm_assets.cli.pipes import err
 from fm_assets.cli.progress_view import progress_view
 from fm_assets.defs.partitions import BATCH_PARTITIONS_NAME
 from fm_assets.engine import progress
 from fm_assets.engine.background_imports import import_in_background
-from fm_assets.engine.landing import list_complete_batches, read_batch_manifest
-from fm_assets.engine.pool import (
-    pace_with_driver,
-    resolve_workers,
-    start_fork_server,
-    start_workers,
-    when_driver_waits,
-)
-from fm_assets.engine.store import ObjectStore
+from fm_assets.engine.landing import list_complete_batches
+from fm_assets.engine.pool import pace_with_driver, when_driver_waits
 from fm_assets.settings import Settings
 
 
@@ -44,30 +38,6 @@ def run_config(settings: Settings) -> dict[str, Any]:
 
 class UnknownBatchError(ValueError):
     pass
-
-
-# what the fork server imports when it starts before this process imported the stages (see warm_unit_workers)
-UNIT_WORKER_PRELOAD = ("fm_assets.stages.unit_worker_preload",)
-_WARMED: set[int] = set()  # worker counts whose pool this process has started ahead of its first stage
-
-
-def warm_unit_workers(settings: Settings, store: ObjectStore, batches: list[str]) -> bool:
-    """Start the unit workers' fork server and workers now when a batch will need worker processes (several
-    workers, and more landed bytes than one part holds, so its stages have several units): the server imports
-    every stage module (``UNIT_WORKER_PRELOAD``, about a second) and forks the workers while this process
-    imports Dagster and sets up the run, instead of inside the first stage with several units. ``fm run``
-    calls it before anything imports Dagster's storage; a second call is a no-op."""
-    workers = resolve_workers(settings.workers)
-    if settings.unit_executor != "local" or workers < 2:
-        return False
-    landed = (sum(int(f["bytes"]) for f in read_batch_manifest(store, batch).files) for batch in batches)
-    if not any(size > settings.land_part_bytes for size in landed):
-        return False
-    if workers not in _WARMED:
-        _WARMED.add(workers)
-        start_fork_server(UNIT_WORKER_PRELOAD)
-        start_workers(workers)
-    return True
 
 
 def _failure_message(result: Any) -> str:
@@ -108,8 +78,8 @@ def run_batches(
         raise UnknownBatchError(f"not complete landing batches: {unknown}; see `ls {store.uri('landing')}`")
     # issue 19: each batch runs only its own chains' steps (as the landing sensor requests them)
     selections = {batch: chain_asset_keys(batch_chains(store, batch)) for batch in wanted}
-    # after the manifests were read (and checked) above, before the instance is opened: the fork server
-    # imports its modules on another core while this process imports Dagster's storage and sets up the run
+    # a no-op after `fm run`'s own call (cli/head_start.py); for a caller of this function, the fork server
+    # imports its modules on another core while this process opens the instance and sets up the run
     warm_unit_workers(settings, store, wanted)
     instance = dagster_instance(settings)
     known = set(instance.get_dynamic_partitions(BATCH_PARTITIONS_NAME))

@@ -289,6 +289,21 @@ class ObjectStore:
 STAGING_PREFIX = "fm-stage-"
 
 
+def open_store(root: str, s3_endpoint_url: str | None = None, s3_region: str | None = None) -> ObjectStore:
+    """The store at ``root`` (a local folder or s3://bucket/prefix; an S3-compatible endpoint and region for
+    the latter). Every process opens it through here: the Dagster resource and, before Dagster is imported,
+    ``fm`` itself."""
+    options: dict[str, Any] = {}
+    if root.startswith("s3://"):
+        client_kwargs: dict[str, Any] = {}
+        if s3_endpoint_url:
+            client_kwargs["endpoint_url"] = s3_endpoint_url
+        if s3_region:
+            client_kwargs["region_name"] = s3_region
+        options = {"client_kwargs": client_kwargs, "skip_instance_cache": True}
+    return ObjectStore(root, options)
+
+
 def _process_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

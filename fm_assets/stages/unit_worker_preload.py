@@ -1,7 +1,7 @@
 """Imported by the unit workers' fork server before it forks a worker: every stage module and the libraries
 the stages' units use (``Stage.worker_modules``), so that each worker starts with them imported.
 
-``fm run`` starts the fork server before it imports Dagster and builds the definitions (``cli.runner``), when
+``fm run`` starts the fork server before it imports Dagster and builds the definitions (``cli.head_start``), when
 it has not imported the stages yet; naming this one module in the server's preload list loads them there.
 """
 

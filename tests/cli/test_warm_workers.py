@@ -9,7 +9,7 @@ from pathlib import Path
 
 SCRIPT = """
 import json, multiprocessing.forkserver, sys
-from fm_assets.cli.runner import warm_unit_workers
+from fm_assets.cli.head_start import warm_unit_workers
 from fm_assets.engine.landing import land_batch
 from fm_assets.engine.store import ObjectStore
 from fm_assets.settings import load_settings

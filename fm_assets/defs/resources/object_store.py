@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from fm_assets.engine.store import ObjectStore
+from fm_assets.engine.store import ObjectStore, open_store
 
 
 class ObjectStoreResource(ConfigurableResource):
@@ -18,12 +16,4 @@ class ObjectStoreResource(ConfigurableResource):
     s3_region: str | None = None
 
     def store(self) -> ObjectStore:
-        options: dict[str, Any] = {}
-        if self.root.startswith("s3://"):
-            client_kwargs: dict[str, Any] = {}
-            if self.s3_endpoint_url:
-                client_kwargs["endpoint_url"] = self.s3_endpoint_url
-            if self.s3_region:
-                client_kwargs["region_name"] = self.s3_region
-            options = {"client_kwargs": client_kwargs, "skip_instance_cache": True}
-        return ObjectStore(self.root, options)
+        return open_store(self.root, self.s3_endpoint_url, self.s3_region)
