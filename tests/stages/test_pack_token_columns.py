@@ -123,8 +123,9 @@ def test_a_column_list_of_the_wrong_length_names_the_document():
 def test_shard_integrity_rehashes_every_shard_in_process_and_on_workers(tmp_path):
     """The blocking ``shard_integrity`` check re-reads every shard the manifest lists (on the stage's workers
     when it has some): intact shards pass, one changed byte fails it naming that shard, either way."""
+    from damaged_files import flip_middle_byte, in_process_and_on_workers
+
     from fm_assets.engine import layout
-    from fm_assets.engine.pool import spread_over
     from fm_assets.stages.shard import check_shard_integrity
 
     root = str(tmp_path / "root")
@@ -135,11 +136,7 @@ def test_shard_integrity_rehashes_every_shard_in_process_and_on_workers(tmp_path
     intact = check_shard_integrity(store, success, SHARD)
     assert intact.passed and intact.metadata["shards"] == len(manifest.shards)
     damaged = store.local_path(layout.in_output(success.prefix, manifest.shards[1].path))
-    data = bytearray(damaged.read_bytes())
-    data[len(data) // 2] ^= 0xFF
-    damaged.write_bytes(bytes(data))
-    in_process = check_shard_integrity(store, success, SHARD)
-    with spread_over(2):
-        on_workers = check_shard_integrity(store, success, SHARD)
+    flip_middle_byte(damaged)
+    in_process, on_workers = in_process_and_on_workers(lambda: check_shard_integrity(store, success, SHARD))
     assert not in_process.passed and in_process.metadata["bad_shards"] == [manifest.shards[1].path]
     assert on_workers == in_process

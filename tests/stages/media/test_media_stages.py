@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from damaged_files import flip_middle_byte, in_process_and_on_workers
 from media_batch import EXPECTED_REJECTS, write_media_batch, write_second_batch
 
 from fm_assets.defs.resources.pipeline_config import PipelineConfigResource
@@ -225,7 +226,6 @@ def test_media_shard_integrity_rehashes_shards_and_indexes(tmp_path, settings):
     """The blocking integrity check hashes every shard and sample index the manifests list (on the stage's
     workers when it has some): intact files pass; a changed byte fails it naming that file, either way."""
     from fm_assets.engine import layout
-    from fm_assets.engine.pool import spread_over
     from fm_assets.stages.media_shard import STAGE as MEDIA_SHARD
     from fm_assets.stages.media_shard import check_media_shard_integrity
 
@@ -238,11 +238,9 @@ def test_media_shard_integrity_rehashes_shards_and_indexes(tmp_path, settings):
     assert check_media_shard_integrity(store, shard, MEDIA_SHARD).passed
     images = MediaManifest.load(store.uri(shard.artifacts["manifests"]["image"]))
     damaged = store.local_path(layout.in_output(shard.prefix, images.shards[0].path))
-    data = bytearray(damaged.read_bytes())
-    data[len(data) // 2] ^= 0xFF
-    damaged.write_bytes(bytes(data))
-    in_process = check_media_shard_integrity(store, shard, MEDIA_SHARD)
-    with spread_over(2):
-        on_workers = check_media_shard_integrity(store, shard, MEDIA_SHARD)
+    flip_middle_byte(damaged)
+    in_process, on_workers = in_process_and_on_workers(
+        lambda: check_media_shard_integrity(store, shard, MEDIA_SHARD)
+    )
     assert not in_process.passed and in_process.metadata["bad_files"] == [images.shards[0].path]
     assert on_workers == in_process
